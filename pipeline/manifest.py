@@ -1,0 +1,242 @@
+"""The one definition of the on-disk format (version 1).
+
+    DIR/manifest.json        written last, atomically; its presence means "complete"
+    DIR/<split>/NAME.bin     raw little-endian token ids, no header
+    DIR/<split>/NAME.idx     Megatron MMIDIDX v1 index of NAME.bin (one sequence per document)
+
+`.idx` layout (little-endian, no padding; Megatron-LM `indexed_dataset.py`):
+    magic b"MMIDIDX\\x00\\x00" (9 B) | version <Q = 1 | dtype code <B | S <Q | D <Q (= S + 1)
+    | int32[S] sequence lengths (tokens) | int64[S] byte offsets into .bin | int64[D] doc indices 0..S
+The header is 34 bytes, so the arrays after it are not 8-byte aligned; numpy reads them unaligned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import PrepError
+
+__all__ = [
+    "FORMAT_VERSION", "IDX_MAGIC", "IDX_HEADER_BYTES", "DTYPE_CODES", "MANIFEST_NAME",
+    "dtype_for_vocab", "idx_bytes", "write_idx", "IdxHeader", "read_idx_header", "read_idx",
+    "ShardInfo", "SplitInfo", "Manifest", "read_manifest", "write_manifest", "write_json_atomic",
+    "shard_paths",
+]
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+IDX_MAGIC = b"MMIDIDX\x00\x00"
+IDX_VERSION = 1
+IDX_HEADER_BYTES = 9 + 8 + 1 + 8 + 8  # 34
+# Megatron's DType enum codes; we only ever write these two.
+DTYPE_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+CODE_DTYPES = {code: dt for dt, code in DTYPE_CODES.items()}
+
+
+def dtype_for_vocab(vocab_size: int) -> np.dtype:
+    """uint16 when every id (0..vocab_size-1) fits, else int32 (Megatron's wide dtype).
+
+    Unlike Megatron's `< 65500` rule, a 65,536-token vocabulary still gets uint16.
+    """
+    if vocab_size <= 0:
+        raise PrepError(f"vocabulary size must be positive, got {vocab_size}")
+    if vocab_size <= 1 << 16:
+        return np.dtype(np.uint16)
+    if vocab_size <= 1 << 31:
+        return np.dtype(np.int32)
+    raise PrepError(f"vocabulary of {vocab_size} ids does not fit int32 token ids")
+
+
+def idx_bytes(num_seqs: int) -> int:
+    """Size in bytes of a `.idx` file holding `num_seqs` sequences."""
+    return IDX_HEADER_BYTES + num_seqs * (4 + 8) + (num_seqs + 1) * 8
+
+
+def shard_paths(root: str | os.PathLike, split: str, name: str) -> tuple[Path, Path]:
+    base = Path(root) / split / name
+    return base.with_name(name + ".bin"), base.with_name(name + ".idx")
+
+
+def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype) -> None:
+    """Write the index of a `.bin` whose documents have `lengths` tokens each, in order."""
+    dtype = np.dtype(dtype)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size and (lengths.min() < 0 or lengths.max() > np.iinfo(np.int32).max):
+        raise PrepError(f"{path}: a document length does not fit int32")
+    num = int(lengths.size)
+    pointers = np.zeros(num, dtype="<i8")
+    if num > 1:  # byte offsets, int64 from the start (Megatron-LM#1672 overflowed an int32 here)
+        np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
+    with open(path, "wb") as f:
+        f.write(IDX_MAGIC)
+        f.write(struct.pack("<Q", IDX_VERSION))
+        f.write(struct.pack("<B", DTYPE_CODES[dtype]))
+        f.write(struct.pack("<Q", num))
+        f.write(struct.pack("<Q", num + 1))
+        f.write(lengths.astype("<i4").tobytes())
+        f.write(pointers.tobytes())
+        f.write(np.arange(num + 1, dtype="<i8").tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@dataclass(frozen=True)
+class IdxHeader:
+    dtype: np.dtype
+    num_seqs: int
+    num_docs: int  # Megatron's document count: num_seqs + 1
+
+    @property
+    def file_bytes(self) -> int:
+        return idx_bytes(self.num_seqs)
+
+
+def read_idx_header(path: str | os.PathLike) -> IdxHeader:
+    """Parse and check the 34-byte header; reads nothing else."""
+    with open(path, "rb") as f:
+        head = f.read(IDX_HEADER_BYTES)
+    if len(head) < IDX_HEADER_BYTES:
+        raise PrepError(f"{path}: index is truncated ({len(head)} bytes, header needs {IDX_HEADER_BYTES})")
+    if head[:9] != IDX_MAGIC:
+        raise PrepError(f"{path}: not a Megatron MMIDIDX index (magic {head[:9]!r})")
+    (version,) = struct.unpack_from("<Q", head, 9)
+    if version != IDX_VERSION:
+        raise PrepError(f"{path}: index version {version}, this prep reads version {IDX_VERSION}")
+    code = head[17]
+    if code not in CODE_DTYPES:
+        raise PrepError(f"{path}: unsupported dtype code {code} (prep writes 8=uint16 and 4=int32)")
+    num_seqs, num_docs = struct.unpack_from("<QQ", head, 18)
+    if num_docs != num_seqs + 1:
+        raise PrepError(f"{path}: document count {num_docs} != sequence count {num_seqs} + 1")
+    return IdxHeader(CODE_DTYPES[code], int(num_seqs), int(num_docs))
+
+
+def read_idx(path: str | os.PathLike, mmap: bool = True) -> tuple[IdxHeader, np.ndarray, np.ndarray]:
+    """(header, lengths int32[S], byte pointers int64[S]); memory-mapped unless mmap=False."""
+    header = read_idx_header(path)
+    size = os.path.getsize(path)
+    if size != header.file_bytes:
+        raise PrepError(f"{path}: index is {size} bytes, its header implies {header.file_bytes}; "
+                        "the file is truncated or corrupt (re-run `prep tokenize` or `prep verify`)")
+    s = header.num_seqs
+    if mmap and s:
+        raw = np.memmap(path, dtype=np.uint8, mode="r")
+        lengths = raw[IDX_HEADER_BYTES:IDX_HEADER_BYTES + 4 * s].view("<i4")
+        pointers = raw[IDX_HEADER_BYTES + 4 * s:IDX_HEADER_BYTES + 12 * s].view("<i8")
+    else:
+        with open(path, "rb") as f:
+            f.seek(IDX_HEADER_BYTES)
+            lengths = np.frombuffer(f.read(4 * s), dtype="<i4")
+            pointers = np.frombuffer(f.read(8 * s), dtype="<i8")
+    return header, lengths, pointers
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    name: str
+    num_docs: int
+    num_tokens: int
+    sha256: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "num_docs": self.num_docs, "num_tokens": self.num_tokens,
+                "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    num_docs: int
+    num_tokens: int
+    shards: tuple[ShardInfo, ...]
+
+    def to_dict(self) -> dict:
+        return {"num_docs": self.num_docs, "num_tokens": self.num_tokens,
+                "shards": [s.to_dict() for s in self.shards]}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """`manifest.json`; `to_dict()` is exactly what is written (sorted keys)."""
+
+    dtype: str
+    vocab_size: int
+    tokenizer: dict
+    splits: dict[str, SplitInfo]
+    skipped: dict[str, int] = field(default_factory=dict)
+    recipe: dict = field(default_factory=dict)
+    created_by: str = ""
+    failed_units: tuple = ()
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def to_dict(self) -> dict:
+        return {
+            "format_version": self.format_version, "dtype": self.dtype, "vocab_size": self.vocab_size,
+            "tokenizer": self.tokenizer, "splits": {k: v.to_dict() for k, v in self.splits.items()},
+            "skipped": dict(self.skipped), "recipe": self.recipe, "created_by": self.created_by,
+            "failed_units": list(self.failed_units),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "manifest.json") -> Manifest:
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            raise PrepError(f"{where}: format_version {version!r}; this prep reads version {FORMAT_VERSION} "
+                            "(upgrade prep, or re-tokenize with this version)")
+        try:
+            splits = {
+                name: SplitInfo(int(s["num_docs"]), int(s["num_tokens"]),
+                                tuple(ShardInfo(str(x["name"]), int(x["num_docs"]), int(x["num_tokens"]),
+                                                str(x["sha256"])) for x in s["shards"]))
+                for name, s in d["splits"].items()
+            }
+            dtype = str(d["dtype"])
+            if np.dtype(dtype) not in DTYPE_CODES:
+                raise PrepError(f"{where}: dtype {dtype!r} is not uint16 or int32")
+            return cls(dtype=dtype, vocab_size=int(d["vocab_size"]), tokenizer=dict(d["tokenizer"]),
+                       splits=splits, skipped=dict(d.get("skipped", {})), recipe=dict(d.get("recipe", {})),
+                       created_by=str(d.get("created_by", "")), failed_units=tuple(d.get("failed_units", ())))
+        except (KeyError, TypeError) as e:
+            raise PrepError(f"{where}: malformed manifest, missing or bad field {e}") from None
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    """tmp file + fsync + rename + directory fsync: a reader sees the old file or the whole new one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    data = json.dumps(obj, sort_keys=True, indent=1).encode() + b"\n"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(root: str | os.PathLike, manifest: Manifest) -> None:
+    write_json_atomic(Path(root) / MANIFEST_NAME, manifest.to_dict())
+
+
+def read_manifest(root: str | os.PathLike) -> Manifest:
+    path = Path(root) / MANIFEST_NAME
+    if not path.exists():
+        raise PrepError(f"{root}: no {MANIFEST_NAME}; the dataset is missing or incomplete "
+                        f"(finish it with `prep tokenize`)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PrepError(f"{path}: not valid JSON ({e})") from None
+    return Manifest.from_dict(data, where=str(path))
