@@ -1,0 +1,194 @@
+"""Pure-numpy orderings: (seed, epoch, position) -> sample ids. No torch, no state, no files.
+
+Everything here is a function of its arguments, so an order can be recomputed anywhere (a worker,
+another rank, a resumed run) instead of being shipped around, and resume is O(1): a position in the
+epoch order is the whole state.
+
+- `permute_batch`: a keyed bijection of [0, n) (a Feistel network with cycle walking) evaluated at
+  any positions, so shuffling n windows costs no n-sized array (n = 10^9 is fine).
+- `mixture_weights` / `mixture_lookup_batch`: an exact, periodic interleave of several sources.
+- `megabatch_order` / `longest_batch_first` / `token_budget_batches`: length grouping (HF's
+  megabatch trick) plus token-budget batches, vectorized over millions of samples.
+- `rank_rows`: which rows of a global batch one rank gets.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = [
+    "derive_key", "permute_batch", "epoch_rng", "mixture_weights", "mixture_pattern",
+    "mixture_lookup_batch", "megabatch_order", "longest_batch_first", "padded_width", "token_budget_batches",
+    "rank_rows",
+]
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+FEISTEL_ROUNDS = 6  # 4 already passes avalanche tests for this round function; 6 for margin
+
+
+def derive_key(*parts: int) -> int:
+    """A 64-bit key from integers (seed, epoch, salt, ...); stable across numpy versions and machines."""
+    state = np.random.SeedSequence([int(p) & 0xFFFFFFFFFFFFFFFF for p in parts]).generate_state(2, np.uint64)
+    return int(state[0])
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer on a uint64 array (wrapping arithmetic; arrays never warn on overflow)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def permute_batch(positions: np.ndarray, n: int, key: int) -> np.ndarray:
+    """The images of `positions` (int, each in [0, n)) under a keyed random permutation of [0, n).
+
+    A balanced Feistel network over 2*h bits (2^(2h) >= n, so at most 4n) is a bijection of
+    [0, 2^(2h)); cycle walking (re-apply while the value is >= n) restricts it to [0, n). Cost per
+    position: FEISTEL_ROUNDS hashes times ~1-4 walks, independent of n; memory: O(len(positions)).
+    """
+    pos = np.asarray(positions, dtype=np.int64)
+    if n <= 1:
+        return np.zeros_like(pos)
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        raise IndexError(f"positions must lie in [0, {n})")
+    half = max(1, math.ceil(math.log2(n) / 2))
+    mask = np.uint64((1 << half) - 1)
+    keys = [np.uint64(derive_key(key, r)) for r in range(FEISTEL_ROUNDS)]
+    x = pos.astype(np.uint64)
+    todo = np.arange(x.size)
+    while todo.size:  # cycle walking: each element walks until it lands inside [0, n)
+        v = x[todo]
+        left, right = v >> np.uint64(half), v & mask
+        for k in keys:
+            left, right = right, left ^ (_mix64(right ^ k) & mask)
+        v = (left << np.uint64(half)) | right
+        x[todo] = v
+        todo = todo[v >= np.uint64(n)]
+    return x.astype(np.int64)
+
+
+def epoch_rng(*parts: int) -> np.random.Generator:
+    """A numpy Generator (PCG64) seeded from integers, for the few n-sized shuffles we do cache."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(p) for p in parts])))
+
+
+# ---------------------------------------------------------------------------------------------
+# Weighted mixtures: an exact, deterministic interleave.
+
+
+def mixture_weights(weights, max_period: int = 1_000_000) -> np.ndarray:
+    """Float weights -> the smallest integer counts per period with the same ratios.
+
+    [0.7, 0.3] -> [7, 3]: every period of 10 positions holds exactly 7 samples of source 0 and 3 of
+    source 1. Each weight is rounded to a fraction with denominator <= 10^4 first.
+    """
+    w = [float(x) for x in weights]
+    if not w or any(not math.isfinite(x) or x <= 0 for x in w):
+        raise ValueError(f"mixture weights must be positive numbers, got {weights!r}")
+    total = sum(w)
+    fracs = [Fraction(x / total).limit_denominator(10_000) for x in w]
+    if any(f == 0 for f in fracs):
+        raise ValueError(f"mixture weight too small to represent (weights {weights!r})")
+    denom = math.lcm(*(f.denominator for f in fracs))
+    counts = [int(f * denom) for f in fracs]
+    g = math.gcd(*counts)
+    counts = [c // g for c in counts]
+    if sum(counts) > max_period:
+        raise ValueError(f"mixture weights {weights!r} need a period of {sum(counts)} samples; "
+                         "round them (e.g. to 3 decimals)")
+    return np.asarray(counts, dtype=np.int64)
+
+
+def mixture_pattern(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One period of the interleave: (source id int64[S], index within that source's period int64[S]).
+
+    Source k's j-th sample is placed at "time" (j + 0.5) / counts[k]; sorting all S samples by time
+    (ties by source) spreads every source evenly, so after any prefix of p positions source k has
+    been drawn round(p * w_k) +- 1 times, and exactly p * w_k times at each period end.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    src = np.repeat(np.arange(counts.size), counts)
+    idx = np.concatenate([np.arange(c) for c in counts])
+    time = (idx + 0.5) / counts[src]
+    order = np.lexsort((src, time))
+    return src[order], idx[order]
+
+
+def mixture_lookup_batch(positions: np.ndarray, counts: np.ndarray, pattern) -> tuple[np.ndarray, np.ndarray]:
+    """Mixed positions -> (source id, running index of that source's sample), vectorized."""
+    pat_src, pat_idx = pattern
+    pos = np.asarray(positions, dtype=np.int64)
+    period, offset = np.divmod(pos, pat_src.size)
+    src = pat_src[offset]
+    return src, period * counts[src] + pat_idx[offset]
+
+
+# ---------------------------------------------------------------------------------------------
+# Length grouping.
+
+
+def megabatch_order(lengths: np.ndarray, rng: np.random.Generator, megabatch: int) -> np.ndarray:
+    """HF's megabatch trick: random permutation, cut into chunks of `megabatch`, each sorted longest first.
+
+    lengths: int[N] row lengths; returns int64[N], a permutation of [0, N). One composite-key argsort
+    (chunk id major, -length minor) instead of a Python loop over chunks: ~1 s for 10^7 rows.
+    """
+    n = int(lengths.size)
+    perm = rng.permutation(n)
+    lens = np.asarray(lengths)[perm].astype(np.int64)
+    chunk = np.arange(n, dtype=np.int64) // max(1, int(megabatch))
+    key = chunk * (int(lens.max(initial=0)) + 1) + (lens.max(initial=0) - lens)
+    return perm[np.argsort(key, kind="stable")]
+
+
+def longest_batch_first(order: np.ndarray, lengths: np.ndarray, batch: int) -> np.ndarray:
+    """Swap the full batch holding the longest row into first place, so an OOM shows on step 1."""
+    num_full = order.size // batch
+    if num_full <= 1:
+        return order
+    best = int(np.argmax(np.asarray(lengths)[order[: num_full * batch]])) // batch
+    if best:
+        order = order.copy()
+        first = order[:batch].copy()
+        order[:batch] = order[best * batch:(best + 1) * batch]
+        order[best * batch:(best + 1) * batch] = first
+    return order
+
+
+def padded_width(lengths, pad_multiple: int, cap: int):
+    """Rows of `lengths` tokens padded up to a multiple of `pad_multiple`, but never past `cap` (seq_len)."""
+    lens = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
+    return np.minimum(-(-lens // pad_multiple) * pad_multiple, cap)
+
+
+def token_budget_batches(sorted_lengths: np.ndarray, megabatch: int, max_tokens: int,
+                         pad_multiple: int, cap: int) -> np.ndarray:
+    """Cut a megabatch-sorted order into batches of at most `max_tokens` padded tokens.
+
+    Rows are sorted longest first inside each megabatch, so a batch's padded width is set by its
+    first row: a batch starting at i holds max(1, max_tokens // width_i) rows, stopped at the
+    megabatch end. Returns int64 batch boundaries [0, ..., N]. The jump chain is a Python loop over
+    batches, not rows (~3e5 batches for 10^7 short documents, well under a second).
+    """
+    lens = np.asarray(sorted_lengths, dtype=np.int64)
+    n = lens.size
+    width = padded_width(lens, pad_multiple, cap)
+    rows = np.maximum(1, max_tokens // width)  # rows that fit if a batch started here
+    mb_end = np.minimum((np.arange(n) // megabatch + 1) * megabatch, n)
+    step = np.minimum(rows, mb_end - np.arange(n)).tolist()
+    bounds, i = [0], 0
+    while i < n:
+        i += step[i]
+        bounds.append(i)
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def rank_rows(start: int, stop: int, batch_size: int, rank: int) -> tuple[int, int]:
+    """Rank `rank`'s slice [a, b) of the global batch [start, stop); may be short or empty at epoch end."""
+    a = min(start + rank * batch_size, stop)
+    return a, min(a + batch_size, stop)

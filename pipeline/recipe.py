@@ -1,0 +1,314 @@
+"""Recipes: YAML -> frozen, validated dataclasses.
+
+Everything a run needs is checked here, before any work starts: unknown keys (with the closest valid
+name), wrong types, bad choices, missing input files. `Recipe.content_dict()` is the part of the
+recipe that determines the output bytes; it is stored in the manifest and compared on resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Union
+
+import yaml
+
+from pipeline.errors import PrepError, closest
+
+__all__ = ["SourceConfig", "TokenizerConfig", "OutputConfig", "Recipe", "apply_overrides", "FORMATS",
+           "infer_format", "is_url"]
+
+FORMATS = ("jsonl", "csv", "tsv", "parquet", "text", "hf")
+_SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
+                   ".parquet": "parquet", ".txt": "text", ".text": "text", ".md": "text"}
+_COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
+
+
+def is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def infer_format(path: str) -> str | None:
+    p = path.lower()
+    for suffix in _COMPRESSION_SUFFIXES:
+        if p.endswith(suffix):
+            p = p[: -len(suffix)]
+    return _SUFFIX_FORMATS.get(os.path.splitext(p)[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceConfig:
+    """One input: files (or a Hugging Face dataset) and how to get each document's text."""
+
+    path: str | list[str]
+    """A path, glob, fsspec URL, or a list of these; for `hf`, a hub id or a `save_to_disk` dir."""
+    format: str | None = None
+    """jsonl | csv | tsv | parquet | text | hf; inferred from the file suffix when omitted."""
+    text_field: str = "text"
+    """Dotted key (`meta.body`) for JSONL, column name for CSV/Parquet/HF."""
+
+    def paths(self) -> list[str]:
+        return [self.path] if isinstance(self.path, str) else list(self.path)
+
+    def resolved_format(self) -> str:
+        if self.format:
+            return self.format
+        fmts = {infer_format(p) for p in self.paths()}
+        if len(fmts) != 1 or None in fmts:
+            raise PrepError(f"source.format: cannot infer the format of {self.path!r} from its suffix; "
+                            f"set source.format to one of {', '.join(FORMATS)}")
+        return fmts.pop()
+
+    def expand_files(self) -> list[str]:
+        """Sorted files matched by each path/glob, in the order the paths are listed."""
+        files: list[str] = []
+        for p in self.paths():
+            if is_url(p):
+                files.append(p)  # remote: resolved by the reader through fsspec
+                continue
+            local = p[len("file://"):] if p.startswith("file://") else p
+            matches = sorted(glob.glob(os.path.expanduser(local), recursive=True))
+            matches = [m for m in matches if os.path.isfile(m)]
+            if not matches:
+                raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
+                                f"the current directory {os.getcwd()}); fix the path or glob")
+            files.extend(matches)
+        return files
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerConfig:
+    """Which tokenizer encodes the documents and which boundary tokens separate them."""
+
+    path: str
+    """A tokenizer.json path (or a directory holding one), a Hugging Face hub id, or `tiktoken:<encoding>`."""
+    boundary: Literal["eos", "bos", "both", "none"] = "eos"
+    """Which of the tokenizer's own ids mark document boundaries: eos appended, bos prepended, both, none."""
+    backend: Literal["auto", "hf", "tiktoken"] = "auto"
+    """Encoding engine; `auto` picks the fastest one proven to give identical ids."""
+    eos_token: str | None = None
+    """EOS token string, when it cannot be found in the tokenizer's own config."""
+    bos_token: str | None = None
+    """BOS token string, when it cannot be found in the tokenizer's own config."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputConfig:
+    """Where shards go and how they are cut and split."""
+
+    dir: str
+    """Output directory."""
+    shard_tokens: int = 100_000_000
+    """Most tokens per shard (documents are never split; a longer document gets a shard of its own)."""
+    val_fraction: float = 0.0005
+    """Fraction of documents routed to the `val` split by a stable hash of (seed, source, position)."""
+    seed: int = 2357
+    """Seed of the train/val hash."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """A whole tokenization job."""
+
+    name: str
+    """Dataset name, recorded in the manifest."""
+    sources: tuple[SourceConfig, ...]
+    """Inputs, in dataset order (YAML: `source:` for one, or `sources:` for a list)."""
+    tokenizer: TokenizerConfig
+    output: OutputConfig
+    num_workers: int | Literal["auto"] = "auto"
+    """Worker processes; `auto` = one per CPU core. Output bytes do not depend on it."""
+    on_bad_record: Literal["skip", "error"] = "skip"
+    """skip: count it in the manifest and list it in DIR/rejects.jsonl; error: stop the run."""
+    max_bad_records: int | None = None
+    """With `skip`, stop the run once more records than this were rejected (None: no limit)."""
+    unit_bytes: int = 16 << 20
+    """Input bytes per work unit (big files are cut at line boundaries): resume and balance granularity."""
+    batch_docs: int = 512
+    """Documents encoded per tokenizer call inside a worker."""
+    source_file: str | None = field(default=None, compare=False)
+    """Where the recipe was read from (not a YAML key)."""
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] = ()) -> Recipe:
+        path = Path(path)
+        if not path.is_file():
+            raise PrepError(f"--recipe: {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise PrepError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+        if not isinstance(data, dict):
+            raise PrepError(f"{path}: a recipe is a mapping of keys (name, source, tokenizer, output)")
+        return cls.from_dict(apply_overrides(data, overrides), where=str(path), source_file=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "recipe", source_file: str | None = None) -> Recipe:
+        data = dict(data)
+        if "source" in data and "sources" in data:
+            raise PrepError(f"{where}: give either `source:` or `sources:`, not both")
+        if "source" in data:
+            data["sources"] = [data.pop("source")]
+        if not data.get("sources"):
+            raise PrepError(f"{where}: missing `source:` (the input files)")
+        if not isinstance(data["sources"], list):
+            raise PrepError(f"{where}: `sources:` must be a list of sources")
+        raw_sources = data.pop("sources")
+        sources = tuple(_build(SourceConfig, s, f"sources[{i}]" if len(raw_sources) > 1 else "source")
+                        for i, s in enumerate(raw_sources))
+        for key, sub in (("tokenizer", TokenizerConfig), ("output", OutputConfig)):
+            if key not in data:
+                raise PrepError(f"{where}: missing `{key}:` section")
+            data[key] = _build(sub, data[key], key)
+        recipe = _build(cls, {**data, "sources": sources}, "", source_file=source_file)
+        recipe.validate()
+        return recipe
+
+    def validate(self) -> None:
+        o = self.output
+        if o.shard_tokens <= 0:
+            raise PrepError(f"output.shard_tokens: must be positive, got {o.shard_tokens}")
+        if not 0.0 <= o.val_fraction < 1.0:
+            raise PrepError(f"output.val_fraction: must be in [0, 1), got {o.val_fraction}")
+        if isinstance(self.num_workers, int) and self.num_workers < 1:
+            raise PrepError(f"num_workers: must be >= 1 or `auto`, got {self.num_workers}")
+        if self.unit_bytes < 1 << 16:
+            raise PrepError(f"unit_bytes: must be at least 65536, got {self.unit_bytes}")
+        if self.batch_docs < 1:
+            raise PrepError(f"batch_docs: must be >= 1, got {self.batch_docs}")
+        for i, s in enumerate(self.sources):
+            fmt = s.resolved_format()
+            if fmt not in FORMATS:
+                raise PrepError(f"sources[{i}].format: {fmt!r} is not one of {', '.join(FORMATS)}"
+                                f"{closest(fmt, FORMATS)}")
+
+    # -- derived ---------------------------------------------------------------------------------
+    def resolved_num_workers(self) -> int:
+        return os.cpu_count() or 1 if self.num_workers == "auto" else int(self.num_workers)
+
+    def content_dict(self) -> dict:
+        """The recipe fields that decide the output bytes (not the output dir or the worker count)."""
+        d = dataclasses.asdict(self)
+        for run_only in ("num_workers", "source_file", "batch_docs"):
+            d.pop(run_only)
+        d["output"].pop("dir")
+        d["sources"] = [dict(s, format=SourceConfig(**s).resolved_format()) for s in d["sources"]]
+        return d
+
+
+# -- generic YAML -> dataclass with checks --------------------------------------------------------
+
+def _build(cls, data, where: str, **extra):
+    label = where or "recipe"
+    if isinstance(data, str) and cls is SourceConfig:
+        data = {"path": data}
+    if isinstance(data, str) and cls is TokenizerConfig:
+        data = {"path": data}
+    if not isinstance(data, dict):
+        raise PrepError(f"{label}: expected a mapping of keys, got {type(data).__name__} {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in extra]
+    for key in data:
+        if key not in names:
+            dotted = f"{where}.{key}" if where else key
+            raise PrepError(f"{dotted}: unknown key{closest(key, names)}; valid keys here: {', '.join(names)}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in extra:
+            continue
+        dotted = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise PrepError(f"{dotted}: required key is missing")
+            continue
+        kwargs[f.name] = _check(data[f.name], hints[f.name], dotted)
+    return cls(**kwargs, **extra)
+
+
+def _check(value, tp, dotted: str):
+    """Check `value` against a type hint; return it (lists become tuples of configs where needed)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        errors = []
+        for arm in typing.get_args(tp):
+            try:
+                return _check(value, arm, dotted)
+            except PrepError as e:
+                errors.append(e)
+        raise PrepError(f"{dotted}: {value!r} is not {_describe(tp)}")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            choices = [str(c) for c in typing.get_args(tp)]
+            raise PrepError(f"{dotted}: {value!r} is not one of {', '.join(choices)}{closest(str(value), choices)}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise PrepError(f"{dotted}: expected a list, got {value!r}")
+        (arm, *_) = typing.get_args(tp)
+        return type(value)(_check(v, arm, f"{dotted}[{i}]") for i, v in enumerate(value))
+    if tp is type(None):
+        if value is not None:
+            raise PrepError(f"{dotted}: expected nothing (null), got {value!r}")
+        return None
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        raise PrepError(f"{dotted}: expected a mapping, got {value!r}")
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # 1e8 in YAML is a float
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _describe(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(tp)))
+    if origin in (list, tuple):
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false",
+            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `--set key.sub=value` (value parsed as YAML) to the raw recipe mapping."""
+    data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
+    for item in overrides or ():
+        if "=" not in item:
+            raise PrepError(f"--set {item!r}: expected key=value, for example --set output.dir=out/x")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        parts = key.strip().split(".")
+        if parts[0] == "source" and "sources" in data:
+            parts[0:1] = ["sources", "0"]
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):
+                node = node[int(part)]
+                continue
+            if part == "source" and "source" not in node and i == 0:
+                node = node.setdefault("source", {})
+                continue
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, (dict, list)):
+                raise PrepError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
+            node = nxt
+        if isinstance(node, list):
+            node[int(parts[-1])] = value
+        else:
+            node[parts[-1]] = value
+    return data
