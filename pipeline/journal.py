@@ -44,7 +44,7 @@ class RunState:
                 if holder is not None:
                     pid, host = holder
                     raise PrepError(f"{self.out}: another prep run (pid {pid} on {host}) is writing here; wait "
-                                    f"for it to finish, or if it is gone, delete {self.lock_path}")
+                                    f"for it to finish, or if it is gone, delete {self.lock_path}") from None
                 self.lock_path.unlink(missing_ok=True)  # stale: its process is gone
                 continue
             with os.fdopen(fd, "w") as f:
