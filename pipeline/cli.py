@@ -20,8 +20,8 @@ __all__ = ["app"]
 app = typer.Typer(
     help="prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
 @app.callback()

@@ -64,10 +64,15 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool) 
         return existing
     if overwrite:
         _wipe(out)
-    elif out.exists() and not state.dir.exists() and any(p.name != ".prep" for p in out.iterdir()):
+    return None
+
+
+def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
+    """Never write into a non-empty directory that no prep run created (before the lock makes .prep)."""
+    if (not overwrite and out.is_dir() and not state.dir.exists() and not (out / MANIFEST_NAME).exists()
+            and any(out.iterdir())):
         raise PrepError(f"{out}: exists, is not empty and is not a prep output; choose another --output, "
                         "or pass --overwrite to replace its contents")
-    return None
 
 
 def _wipe(out: Path) -> None:
@@ -117,8 +122,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         raise PrepError("source.path: matched no input")
     content = recipe.content_dict()
     workers = max(1, min(num_workers or recipe.resolved_num_workers(), len(units)))
-    out.mkdir(parents=True, exist_ok=True)
     state = RunState(out)
+    _refuse_foreign(out, state, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
     with state.lock():
         existing = _prepare_output(out, state, content, overwrite)
         if existing is not None:

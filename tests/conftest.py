@@ -1,0 +1,92 @@
+"""Shared fixtures: small corpora and tokenizers the tests make themselves (no network)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_TOKENIZER = REPO / "recipes" / "demo" / "tokenizer.json"
+DEMO_CORPUS = REPO / "recipes" / "demo" / "corpus.jsonl"
+GPT2_DIR = REPO.parent / "shared" / "assets" / "gpt2"
+
+
+@pytest.fixture
+def demo_tokenizer() -> Path:
+    return DEMO_TOKENIZER
+
+
+@pytest.fixture
+def gpt2_tokenizer() -> Path:
+    path = GPT2_DIR / "tokenizer.json"
+    if not path.exists():
+        pytest.skip("GPT-2 tokenizer files not present (../shared/assets/gpt2)")
+    return path
+
+
+def write_jsonl(path: Path, texts, field: str = "text") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({field: t}, ensure_ascii=False) + "\n")
+    return path
+
+
+def demo_texts(n: int | None = None) -> list[str]:
+    with open(DEMO_CORPUS, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    return texts[:n] if n else texts
+
+
+def write_recipe(path: Path, *, corpus, tokenizer, out, **overrides) -> Path:
+    recipe = {
+        "name": "test",
+        "source": {"path": str(corpus), "format": "jsonl", "text_field": "text"},
+        "tokenizer": {"path": str(tokenizer), "boundary": "eos"},
+        "output": {"dir": str(out), "shard_tokens": 50_000, "val_fraction": 0.05, "seed": 7},
+        "num_workers": 1,
+        "unit_bytes": 65536,
+    }
+    for key, value in overrides.items():
+        node = recipe
+        *parents, last = key.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def read_split(out: Path, split: str) -> list[np.ndarray]:
+    """Every document of a split, in dataset order, as arrays of ids (via the manifest)."""
+    from pipeline.manifest import read_idx, read_manifest
+    m = read_manifest(out)
+    docs = []
+    for shard in m.splits[split].shards:
+        _, lengths, pointers = read_idx(out / split / f"{shard.name}.idx")
+        data = np.fromfile(out / split / f"{shard.name}.bin", dtype=m.np_dtype)
+        for n, p in zip(lengths, pointers):
+            start = int(p) // m.np_dtype.itemsize
+            docs.append(data[start:start + int(n)])
+    return docs
+
+
+def tree_bytes(out: Path) -> dict[str, bytes]:
+    """Relative path -> bytes for every file of a finished dataset (what must be identical)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and ".prep" not in p.parts}
+
+
+@pytest.fixture(autouse=True)
+def _no_hub(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    yield
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

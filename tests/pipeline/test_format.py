@@ -1,0 +1,103 @@
+"""The on-disk format: the .idx bytes follow Megatron's MMIDIDX v1 layout exactly; writers cut right."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pipeline.readers.jsonl as jsonl
+from pipeline.errors import PrepError
+from pipeline.manifest import dtype_for_vocab, read_idx, write_idx
+from pipeline.shards import RollingShardWriter, check_id_range
+
+
+def test_idx_layout_byte_for_byte(tmp_path):
+    lengths = np.array([3, 0, 7], dtype=np.int64)
+    write_idx(tmp_path / "a.idx", lengths, np.uint16)
+    raw = (tmp_path / "a.idx").read_bytes()
+    expect = (b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", 8) + struct.pack("<Q", 3)
+              + struct.pack("<Q", 4) + struct.pack("<3i", 3, 0, 7) + struct.pack("<3q", 0, 6, 6)
+              + struct.pack("<4q", 0, 1, 2, 3))
+    assert raw == expect
+    header, got_len, got_ptr = read_idx(tmp_path / "a.idx")
+    assert header.num_seqs == 3 and header.dtype == np.uint16
+    assert got_len.tolist() == [3, 0, 7] and got_ptr.tolist() == [0, 6, 6]
+
+
+def test_int32_pointers_are_int64(tmp_path):
+    lengths = np.full(3, 2**30, dtype=np.int64)  # 4 GiB of int32 tokens per doc: offsets beyond 2^32
+    write_idx(tmp_path / "big.idx", lengths, np.int32)
+    _, _, ptr = read_idx(tmp_path / "big.idx")
+    assert ptr.tolist() == [0, 2**32, 2**33]
+
+
+def test_dtype_rule():
+    assert dtype_for_vocab(50257) == np.uint16
+    assert dtype_for_vocab(65536) == np.uint16  # Megatron's < 65500 rule would waste 2x here
+    assert dtype_for_vocab(65537) == np.int32
+    assert dtype_for_vocab(128256) == np.int32
+
+
+def test_id_range_check_refuses_wrap():
+    check_id_range(np.array([0, 65535]), np.dtype(np.uint16), "x")
+    with pytest.raises(PrepError, match="65536 does not fit uint16"):
+        check_id_range(np.array([1, 65536]), np.dtype(np.uint16), "x")
+
+
+def test_truncated_idx_is_refused(tmp_path):
+    write_idx(tmp_path / "a.idx", np.array([1, 2]), np.uint16)
+    data = (tmp_path / "a.idx").read_bytes()
+    (tmp_path / "a.idx").write_bytes(data[:-3])
+    with pytest.raises(PrepError, match="truncated or corrupt"):
+        read_idx(tmp_path / "a.idx")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=40), st.integers(1, 60), st.integers(1, 4))
+def test_rolling_writer_never_splits_documents(tmp_path_factory, lengths, shard_tokens, batches):
+    d = tmp_path_factory.mktemp("roll")
+    lengths = np.array(lengths, dtype=np.int64)
+    ids = np.arange(lengths.sum(), dtype=np.uint16)
+    cuts = np.array_split(np.arange(len(lengths)), batches)
+    with RollingShardWriter(d, "u", np.uint16, shard_tokens) as w:
+        for c in cuts:
+            if len(c):
+                lo, hi = int(lengths[:c[0]].sum()), int(lengths[:c[-1] + 1].sum())
+                w.add_documents(ids[lo:hi], lengths[c])
+    got_lengths, got_ids = [], []
+    for s in w.shards:
+        _, ln, _ = read_idx(d / f"{s.name}.idx")
+        got_lengths += ln.tolist()
+        got_ids.append(np.fromfile(d / f"{s.name}.bin", dtype=np.uint16))
+        assert s.num_tokens <= shard_tokens or s.num_docs == 1
+    assert got_lengths == lengths.tolist()
+    assert np.array_equal(np.concatenate(got_ids), ids)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+       st.integers(1, 50), st.integers(1, 16), st.booleans())
+def test_byte_range_units_give_each_line_to_exactly_one_unit(lines, cut, block, final_newline):
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    old = jsonl.READ_BLOCK
+    jsonl.READ_BLOCK = block
+    try:
+        got = []
+        for start in range(0, len(data), cut):
+            f = io.BytesIO(data)
+            pos = jsonl.seek_line_start(f, start)
+            end = min(start + cut, len(data))
+            if pos < end:
+                got += list(jsonl.iter_lines(f, pos, end))
+    finally:
+        jsonl.READ_BLOCK = old
+    expect = data.split(b"\n") if data else []
+    if data.endswith(b"\n"):
+        expect.pop()
+    assert [line for _, line in got] == expect
+    assert all(data[o:o + len(line)] == line for o, line in got)

@@ -1,0 +1,248 @@
+"""End-to-end `prep tokenize`: round trip, worker-count determinism, resume, safety, empty docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.manifest import read_manifest
+from tests.conftest import demo_texts, read_split, tree_bytes, write_jsonl, write_recipe
+
+runner = CliRunner()
+
+
+def run_cli(*args) -> tuple[int, str]:
+    result = runner.invoke(app, ["tokenize", *map(str, args), "--no-progress"])
+    return result.exit_code, result.output
+
+
+def tokenize(tmp: Path, corpus: Path, tokenizer: Path, out: Path, workers: int = 1, **kw) -> Path:
+    recipe = write_recipe(tmp / f"r_{out.name}.yaml", corpus=corpus, tokenizer=tokenizer, out=out, **kw)
+    code, output = run_cli("--recipe", recipe, "--num-workers", workers)
+    assert code == 0, output
+    return out
+
+
+def decoded_docs(out: Path, tokenizer: Path) -> list[str]:
+    tok = Tokenizer.from_file(str(tokenizer))
+    eos = read_manifest(out).tokenizer["eos_id"]
+    texts = []
+    for split in read_manifest(out).splits:
+        for ids in read_split(out, split):
+            assert ids[-1] == eos and eos not in ids[:-1].tolist()  # exactly one boundary, at the end
+            texts.append(tok.decode(ids[:-1].tolist(), skip_special_tokens=False))
+    return texts
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_round_trip_every_document_in_order(tmp_path, demo_tokenizer, workers):
+    texts = demo_texts(600)
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / f"out{workers}", workers, output__val_fraction=0.0)
+    m = read_manifest(out)
+    assert m.splits["train"].num_docs == len([t for t in texts if t])  # the empty one is counted, not written
+    assert m.skipped == {"empty": 1}
+    assert len(m.splits["train"].shards) > 1  # guard: the run really cut several shards from several units
+    assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
+
+
+def test_val_split_partitions_documents(tmp_path, demo_tokenizer):
+    texts = demo_texts()
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", 2, output__val_fraction=0.1)
+    m = read_manifest(out)
+    n_val, n_train = m.splits["val"].num_docs, m.splits["train"].num_docs
+    assert n_val + n_train == len(texts) - 1
+    assert 0.06 < n_val / (n_val + n_train) < 0.14
+    assert sorted(decoded_docs(out, demo_tokenizer)) == sorted(t for t in texts if t)
+
+
+def test_output_identical_for_1_2_and_3_workers(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts())
+    trees = [tree_bytes(tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / f"w{n}", n)) for n in (1, 2, 3)]
+    assert len(trees[0]) > 6 and "manifest.json" in trees[0]
+    assert trees[0] == trees[1] == trees[2]
+
+
+def test_manifest_fields(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(200))
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out")
+    raw = json.loads((out / "manifest.json").read_text())
+    for key in ("format_version", "dtype", "vocab_size", "tokenizer", "splits", "skipped", "recipe", "created_by"):
+        assert key in raw
+    assert raw["dtype"] == "uint16" and raw["tokenizer"]["eos_id"] == 0
+    assert raw["recipe"]["output"]["seed"] == 7 and "dir" not in raw["recipe"]["output"]
+    for name, split in raw["splits"].items():
+        for s in split["shards"]:
+            assert len(s["sha256"]) == 64
+            assert os.path.getsize(out / name / f"{s['name']}.bin") == 2 * s["num_tokens"]
+
+
+def test_shards_respect_shard_tokens(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts())
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", output__shard_tokens=20_000)
+    shards = read_manifest(out).splits["train"].shards
+    assert len(shards) >= 5
+    assert all(s.num_tokens <= 20_000 for s in shards)
+    for s in shards:
+        assert (out / "train" / f"{s.name}.bin").stat().st_size == 2 * s.num_tokens
+
+
+def test_rerun_on_complete_dataset_is_a_no_op_and_other_recipe_refused(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(100))
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out")
+    before = tree_bytes(out)
+    recipe = tmp_path / "r_out.yaml"
+    code, output = run_cli("--recipe", recipe)
+    assert code == 0 and "already complete" in output
+    assert tree_bytes(out) == before
+    other = write_recipe(tmp_path / "other.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out,
+                         output__seed=8)
+    code, output = run_cli("--recipe", other)
+    assert code == 1 and "different recipe" in output and "--overwrite" in output
+    code, output = run_cli("--recipe", other, "--overwrite")
+    assert code == 0 and read_manifest(out).recipe["output"]["seed"] == 8
+
+
+def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "precious.txt").write_text("keep me")
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    code, output = run_cli("--recipe", recipe)
+    assert code == 1 and "not a prep output" in output
+    assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, demo_tokenizer):
+    texts = demo_texts() * 6  # ~7 MB: ~110 units of 64 KiB
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    clean = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "clean", 2)
+    out = tmp_path / "killed"
+    recipe = write_recipe(tmp_path / "killed.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out)
+    cmd = [sys.executable, "-m", "pipeline.cli", "tokenize", "--recipe", str(recipe), "-j", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    journal = out / ".prep" / "journal.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (journal.exists() and journal.read_text().count("\n") >= 5):
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent and its workers, like a lost machine
+    proc.wait()
+    finished = journal.read_text().count("\n")
+    assert 5 <= finished < 100, finished  # guard: killed mid-run, not before or after
+    assert not (out / "manifest.json").exists()
+    code, output = run_cli("--recipe", recipe, "-j", "3")
+    assert code == 0, output
+    assert tree_bytes(out) == tree_bytes(clean)
+
+
+def test_large_vocabulary_gives_int32_and_ids_never_wrap(tmp_path):
+    from tokenizers import models, pre_tokenizers
+    vocab = {f"w{i}": i for i in range(70_000)}
+    vocab["<|endoftext|>"] = 70_000
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(tmp_path / "big.json"))
+    corpus = write_jsonl(tmp_path / "c.jsonl", ["w69999 w65536 w1", "w65535 w12"])
+    out = tokenize(tmp_path, corpus, tmp_path / "big.json", tmp_path / "out", output__val_fraction=0.0)
+    m = read_manifest(out)
+    assert m.dtype == "int32"
+    docs = read_split(out, "train")
+    assert [d.tolist() for d in docs] == [[69999, 65536, 1, 70000], [65535, 12, 70000]]
+
+
+def test_special_token_text_is_plain_text(tmp_path, demo_tokenizer):
+    text = "before <|endoftext|> after"
+    corpus = write_jsonl(tmp_path / "c.jsonl", [text])
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", output__val_fraction=0.0)
+    (ids,) = read_split(out, "train")
+    eos = read_manifest(out).tokenizer["eos_id"]
+    assert ids.tolist().count(eos) == 1 and ids[-1] == eos  # only the boundary we added
+    assert Tokenizer.from_file(str(demo_tokenizer)).decode(ids[:-1].tolist()) == text
+
+
+def test_tokenizer_json_truncation_is_switched_off(tmp_path, demo_tokenizer):
+    tok = Tokenizer.from_file(str(demo_tokenizer))
+    tok.enable_truncation(max_length=5)
+    tok.enable_padding(length=64)
+    tok.save(str(tmp_path / "trunc.json"))
+    text = " ".join(["the loader packs long documents deterministically"] * 40)
+    corpus = write_jsonl(tmp_path / "c.jsonl", [text])
+    out = tokenize(tmp_path, corpus, tmp_path / "trunc.json", tmp_path / "out", output__val_fraction=0.0)
+    (ids,) = read_split(out, "train")
+    assert len(ids) > 100
+    assert Tokenizer.from_file(str(demo_tokenizer)).decode(ids[:-1].tolist()) == text
+
+
+@pytest.mark.parametrize("boundary,expect", [("bos", "bos"), ("both", "both"), ("none", "none")])
+def test_boundary_policies(tmp_path, demo_tokenizer, boundary, expect):
+    corpus = write_jsonl(tmp_path / "c.jsonl", ["alpha beta", "gamma"])
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", output__val_fraction=0.0,
+                   tokenizer__boundary=boundary)
+    tok = Tokenizer.from_file(str(demo_tokenizer))
+    raw = [tok.encode(t, add_special_tokens=False).ids for t in ("alpha beta", "gamma")]
+    b = read_manifest(out).tokenizer["eos_id"]
+    want = {"bos": [[b] + r for r in raw], "both": [[b] + r + [b] for r in raw], "none": raw}[expect]
+    assert [d.tolist() for d in read_split(out, "train")] == want
+
+
+def test_bad_records_counted_and_listed(tmp_path, demo_tokenizer):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "good one"}\n{"text": \n{"body": "x"}\n{"text": null}\n{"text": 5}\n{"text": "ok"}\n')
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", output__val_fraction=0.0)
+    m = read_manifest(out)
+    assert m.splits["train"].num_docs == 2
+    assert m.skipped == {"malformed_json": 1, "missing_field": 1, "null_text": 1, "non_string_text": 1}
+    rows = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rows] == ["malformed_json", "missing_field", "null_text", "non_string_text"]
+    assert rows[1]["position"] == len('{"text": "good one"}\n{"text": \n')
+
+
+def test_compressed_inputs_match_plain(tmp_path, demo_tokenizer):
+    import gzip
+
+    import zstandard
+    texts = demo_texts(300)
+    plain = write_jsonl(tmp_path / "p" / "c.jsonl", texts)
+    data = plain.read_bytes()
+    (tmp_path / "g").mkdir()
+    (tmp_path / "z").mkdir()
+    (tmp_path / "g" / "c.jsonl.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "z" / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+    outs = [tokenize(tmp_path, p, demo_tokenizer, tmp_path / f"o{i}", output__val_fraction=0.0,
+                     output__shard_tokens=10**9)
+            for i, p in enumerate([plain, tmp_path / "g" / "c.jsonl.gz", tmp_path / "z" / "c.jsonl.zst"])]
+    bins = [(o / "train" / "shard-000000.bin").read_bytes() for o in outs]
+    assert len(bins[0]) > 1000 and bins[0] == bins[1] == bins[2]
+
+
+def test_glob_and_list_of_paths_keep_order(tmp_path, demo_tokenizer):
+    texts = demo_texts(90)
+    for i in range(3):
+        write_jsonl(tmp_path / "d" / f"part{i}.jsonl", texts[i * 30:(i + 1) * 30])
+    out = tokenize(tmp_path, str(tmp_path / "d" / "*.jsonl"), demo_tokenizer, tmp_path / "o1",
+                   output__val_fraction=0.0)
+    assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
+
+
+def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
+    texts = demo_texts(50)
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "o", output__val_fraction=0.0)
+    tok = Tokenizer.from_file(str(demo_tokenizer))
+    tok.encode_special_tokens = True  # doc 11 mentions <|endoftext|>: plain text, as prep encodes it
+    want = [np.array(tok.encode(t, add_special_tokens=False).ids + [0]) for t in texts if t]
+    got = read_split(out, "train")
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
