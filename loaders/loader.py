@@ -1,0 +1,208 @@
+"""MemmapLoader: token shards -> training batches, around torch's DataLoader.
+
+    loader = MemmapLoader("out/owt", split="train", batch_size=8, seq_len=1024, mode="packed",
+                          num_workers=2, seed=0, device="cuda")
+    for batch in loader:          # one epoch; the next `for` continues with the next epoch
+        ...
+    state = loader.state_dict()   # -> MemmapLoader(...).load_state_dict(state)
+
+The DataLoader is driven by a sampler of *global batch starts*; each worker builds whole rank
+batches (`collate.build_batch`) from (epoch, start, rank) alone, so the batch sequence is the same
+for any num_workers, and the state is just (epoch, units consumed), counted here on batches
+actually handed to the caller; batches prefetched but not handed out are simply rebuilt.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from pipeline.errors import PrepError
+
+from .cache import ArrayCache
+from .collate import build_batch, finish_batch
+from .plan import EpochPlan, LoaderConfig, Source
+from .prefetch import Prefetcher
+from .shards import TokenShards
+
+__all__ = ["MemmapLoader", "STATE_VERSION"]
+
+STATE_VERSION = 1
+PathLike = str | os.PathLike
+
+
+class _RankBatches(Dataset):
+    """dataset[(epoch, start)] -> this rank's raw batch; pickled once per worker (small: no arrays)."""
+
+    def __init__(self, plan: EpochPlan, rank: int, pin: bool):
+        self.plan, self.rank, self.pin = plan, rank, pin
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        epoch, start = key
+        return build_batch(self.plan, epoch, start, self.rank, pin=self.pin)
+
+
+class _StartSampler(Sampler):
+    """Yields (epoch, start) for the starts the loader sets before each pass, lazily: a range, not a
+    list of 10^6 tuples. Set, not rebuilt, so persistent workers survive epochs."""
+
+    def __init__(self):
+        self.epoch, self.starts = 0, range(0)
+
+    def __iter__(self):
+        return ((self.epoch, s) for s in self.starts)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def _passthrough(raw):
+    return raw
+
+
+def _parse_sources(data) -> list[tuple[PathLike, float]]:
+    if isinstance(data, (str, os.PathLike)):
+        return [(data, 1.0)]
+    items = list(data)
+    if not items or not all(isinstance(x, (tuple, list)) and len(x) == 2 for x in items):
+        raise PrepError(f"expected a dataset dir or a list of (dir, weight) pairs, got {data!r}")
+    return [(p, float(w)) for p, w in items]
+
+
+class MemmapLoader:
+    """Batches from one dataset dir, or a weighted mix `[("a", 0.7), ("b", 0.3)]`.
+
+    Keyword arguments not listed here are `LoaderConfig` fields (mode, seq_len, batch_size, ...).
+    Other arguments: `epoch` to start at; `rank`/`world_size` (default: torch.distributed when it is
+    initialized, else 0/1); `num_workers`, `prefetch_factor`, `persistent_workers`,
+    `multiprocessing_context` ("fork", "spawn", ...) for the DataLoader; `device` ("cpu", "cuda",
+    ...), `pin_memory` (default: device is CUDA), `prefetch_depth` (batches copied ahead on CUDA);
+    `expect_tokenizer` (name or sha256) and `verify` (full sha256 check on open); `cache_dir` for
+    derived arrays (default DIR/.cache/loaders, or the user cache dir if DIR is read-only; False
+    keeps them in memory).
+    """
+
+    def __init__(self, data: PathLike | Sequence[tuple[PathLike, float]], *, epoch: int = 0,
+                 rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
+                 prefetch_factor: int = 2, persistent_workers: bool = False,
+                 multiprocessing_context: str | None = None, device: str | torch.device = "cpu",
+                 pin_memory: bool | None = None, prefetch_depth: int = 2, expect_tokenizer: str | None = None,
+                 verify: bool = False, cache_dir: PathLike | bool | None = None, **config):
+        self.config = LoaderConfig(**config)
+        specs = _parse_sources(data)
+        if rank is None or world_size is None:
+            initialized = dist.is_available() and dist.is_initialized()
+            rank = rank if rank is not None else (dist.get_rank() if initialized else 0)
+            world_size = world_size if world_size is not None else (dist.get_world_size() if initialized else 1)
+        if not 0 <= rank < world_size:
+            raise PrepError(f"rank {rank} is outside world_size {world_size}")
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise PrepError(f"device={device!r} but CUDA is not available; use device='cpu'")
+        self.pin = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
+        if cache_dir is False:
+            cache = ArrayCache(None)
+        elif cache_dir is None or cache_dir is True:
+            cache = ArrayCache.for_dataset(specs[0][0])  # resolved (and probed) on first use
+        else:
+            cache = ArrayCache(cache_dir)
+        shards = [TokenShards(p, self.config.split, expect_tokenizer=expect_tokenizer, verify=verify)
+                  for p, _ in specs]
+        self.plan = EpochPlan([Source(s, self.config, cache) for s in shards], [w for _, w in specs],
+                              self.config, self.world_size, cache)
+        self.num_workers = int(num_workers)
+        self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers) and self.num_workers > 0,
+                           "multiprocessing_context": multiprocessing_context if self.num_workers > 0 else None}
+        if self.num_workers > 0:
+            self._dl_kwargs["prefetch_factor"] = prefetch_factor
+        # a partial, not a bound method: a loader -> prefetcher -> loader cycle would leave persistent
+        # workers to the cycle collector, whose shutdown of them hangs for 5 s per worker
+        self._prefetcher = Prefetcher(self.device, functools.partial(finish_batch, attention_mask=self.config.attention_mask),
+                                      prefetch_depth)
+        self._sampler = _StartSampler()
+        self._dataloader: DataLoader | None = None
+        self.epoch, self.consumed = int(epoch), 0
+
+    # -- iteration --------------------------------------------------------------------------------
+
+    def _get_dataloader(self) -> DataLoader:
+        if self._dataloader is None:
+            # pinning: in the main process build straight into pinned memory; with workers, the
+            # DataLoader's pin thread pins the shared-memory batches
+            workers = self.num_workers > 0
+            self._dataloader = DataLoader(_RankBatches(self.plan, self.rank, pin=self.pin and not workers),
+                                          sampler=self._sampler, batch_size=None, collate_fn=_passthrough,
+                                          pin_memory=self.pin and workers, **self._dl_kwargs)
+        return self._dataloader
+
+    def __iter__(self) -> Iterator[dict]:
+        """The remaining batches of the current epoch; at its end the epoch advances."""
+        starts = self.plan.batch_starts(self.epoch, self.consumed)
+        if not starts and self.consumed:  # resumed exactly at an epoch's end
+            self.set_epoch(self.epoch + 1)
+            starts = self.plan.batch_starts(self.epoch, 0)
+        epoch, n_units, step = self.epoch, self.plan.num_units(self.epoch), self.plan.units_per_step()
+        if not self.plan.num_batches(epoch):
+            raise PrepError(f"an epoch has {n_units} {self.state_dict()['unit']}, fewer than one global batch "
+                            f"of {step}; lower batch_size, or pass drop_last=False")
+        self.plan.prepare(epoch)  # build cached arrays here, once, before any worker starts
+        self._sampler.epoch, self._sampler.starts = epoch, starts
+        for start, batch in zip(starts, self._prefetcher(iter(self._get_dataloader()))):
+            self.consumed = min(start + step, n_units)  # counted on hand-out, not on prefetch
+            yield batch
+        if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
+            self.set_epoch(epoch + 1)
+
+    def __len__(self) -> int:
+        """Batches in a full epoch (the current one)."""
+        return self.plan.num_batches(self.epoch)
+
+    def close(self) -> None:
+        """Stop persistent workers now (they otherwise live as long as the loader)."""
+        it = getattr(self._dataloader, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self._dataloader = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.consumed = int(epoch), 0
+
+    # -- state --------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {"version": STATE_VERSION, "epoch": self.epoch, "consumed": self.consumed,
+                "unit": "microbatches" if self.plan.token_budget() else "samples",
+                "fingerprint": self.plan.fingerprint, "seed": self.config.seed,
+                "global_batch": self.plan.global_batch, "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict, strict: bool = True) -> MemmapLoader:
+        """Continue where `state` was taken: the next batches equal those of an uninterrupted run."""
+        if state.get("version") != STATE_VERSION:
+            raise PrepError(f"loader state version {state.get('version')!r}; this loader reads {STATE_VERSION}")
+        if strict and state.get("fingerprint") != self.plan.fingerprint:
+            raise PrepError("loader state was saved for other data or another sample order (datasets, "
+                            "weights, mode, seq_len, seed, or the grouped global batch differ); resuming "
+                            "would not continue the same run. Pass strict=False to resume anyway")
+        self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
+        return self
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Counts for the current epoch, plus `fill` (packed) or `padding_fraction` (grouped)."""
+        return {**self.plan.stats(self.epoch), "rank": self.rank, "world_size": self.world_size,
+                "num_workers": self.num_workers}
+
+    @property
+    def num_docs(self) -> int:
+        return sum(s.shards.num_docs for s in self.plan.sources)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.shards.num_tokens for s in self.plan.sources)

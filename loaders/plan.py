@@ -1,0 +1,359 @@
+"""What goes into each batch: the loader config, per-dataset sample spaces, and the epoch plan.
+
+A *sample* is one row's worth of data in a dataset: a window of seq_len + 1 tokens (windows), a
+packed row of a plan (packed), or a document (grouped). An epoch is a sequence of *positions*
+0..N-1; position p maps to (source k, sample s) by the weighted interleave and a keyed permutation
+of each source's samples, recomputed on demand from (seed, epoch, p) - never stored. Only grouped
+mode materializes an n-sized array per epoch (its length-sorted order), cached on disk.
+
+Global batch g covers positions [start, start + batch_size * world_size); rank r takes rows
+[start + r * batch_size, ...). With `max_tokens`, the unit is a token-budget micro-batch instead and
+rank r takes micro-batch start + r. Resume state is the number of units consumed, so it does not
+depend on num_workers, and (at the same global batch) not on world_size either.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pipeline.errors import PrepError
+
+from .cache import ArrayCache
+from .packing import concat_max_segments, concat_num_rows, plan_bfd
+from .samplers import (
+    derive_key,
+    epoch_rng,
+    longest_batch_first,
+    megabatch_order,
+    mixture_lookup_batch,
+    mixture_pattern,
+    mixture_weights,
+    padded_width,
+    permute_batch,
+    token_budget_batches,
+)
+from .shards import TokenShards
+
+__all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES"]
+
+MODES = ("windows", "packed", "grouped")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    batch_size: int
+    """Rows per rank per batch; the global batch is batch_size * world_size rows."""
+    seq_len: int
+    """T: tokens per row (windows read T + 1 tokens; grouped rows are at most T)."""
+    split: str = "train"
+    mode: str = "windows"
+    """windows | packed | grouped."""
+    doc_aligned: bool = False
+    """windows: start every window at a document start (else tile the token stream)."""
+    packing: str = "bfd"
+    """packed: "bfd" (best-fit-decreasing, padding only at row ends) or "concat" (cut the stream)."""
+    long_docs: str = "split"
+    """packed (bfd): documents longer than T are "split" into T-token pieces or "truncate"d."""
+    attention_mask: bool = False
+    """packed: also return a block-diagonal causal bool mask [B, 1, T, T] for SDPA (built on device)."""
+    pad_multiple: int = 64
+    """grouped: rows are padded to a multiple of this (capped at T), so compiled models see few shapes."""
+    max_tokens: int | None = None
+    """grouped: token-budget batches of at most this many padded tokens instead of batch_size rows."""
+    megabatch: int | None = None
+    """grouped: rows per sorted megabatch; default min(50, N // (4 * G)) * G as in HF's sampler."""
+    shuffle: bool = True
+    """False: samples in dataset order (evaluation); grouped then sorts consecutive megabatches."""
+    seed: int = 0
+    drop_last: bool = True
+    """Drop the epoch's last partial global batch; else fill it up with padding rows (labels -100)."""
+    samples_per_epoch: int | None = None
+    """Positions per epoch; default: every sample once (one dataset) or the most the mix allows."""
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise PrepError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.batch_size < 1 or self.seq_len < 1:
+            raise PrepError(f"batch_size and seq_len must be >= 1, got {self.batch_size}, {self.seq_len}")
+        if self.packing not in ("bfd", "concat"):
+            raise PrepError(f"packing must be 'bfd' or 'concat', got {self.packing!r}")
+        if self.long_docs not in ("split", "truncate"):
+            raise PrepError(f"long_docs must be 'split' or 'truncate', got {self.long_docs!r}")
+        if self.pad_multiple < 1:
+            raise PrepError(f"pad_multiple must be >= 1, got {self.pad_multiple}")
+        if self.max_tokens is not None and self.max_tokens < min(self.seq_len, self.pad_multiple):
+            raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of {self.seq_len} tokens")
+
+    def order_inputs(self) -> dict:
+        """The fields every sample order depends on (not batch_size/drop_last/split names)."""
+        d = asdict(self)
+        for k in ("batch_size", "drop_last", "attention_mask", "split"):
+            d.pop(k)
+        return d
+
+
+class Source:
+    """One dataset of the mix and its sample space for the configured mode; heavy arrays built lazily."""
+
+    def __init__(self, shards: TokenShards, cfg: LoaderConfig, cache: ArrayCache):
+        self.shards, self.cfg, self.cache = shards, cfg, cache
+        self._memo: dict = {}  # arrays already opened in this process (hashing a cache key costs ~30 us)
+        if cfg.mode == "windows" and shards.num_tokens < cfg.seq_len + 1:
+            raise PrepError(f"{shards.root}: split {cfg.split!r} has {shards.num_tokens} tokens, fewer than "
+                            f"seq_len + 1 = {cfg.seq_len + 1}; lower seq_len or add data")
+        if shards.num_docs == 0:
+            raise PrepError(f"{shards.root}: split {cfg.split!r} has no documents")
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_memo": {}}  # a worker re-opens the arrays from the cache itself
+
+    def _memoized(self, name: str, get):
+        got = self._memo.get(name)
+        if got is None:
+            got = self._memo[name] = get()
+        return got
+
+    def doc_index(self) -> dict[str, np.ndarray]:
+        return self._memoized("doc", lambda: self.shards.doc_index(self.cache))
+
+    def _key(self, **extra) -> dict:
+        return {"fingerprint": self.shards.fingerprint, "seq_len": self.cfg.seq_len, **extra}
+
+    def aligned_starts(self) -> np.ndarray:
+        """windows + doc_aligned: starts of non-empty documents whose window fits, int64[n]."""
+        def build():
+            starts, lens = self.doc_index()["starts"], self.doc_index()["lengths"]
+            ok = (np.asarray(lens) > 0) & (np.asarray(starts[:-1]) + self.cfg.seq_len + 1 <= self.shards.num_tokens)
+            return {"starts": np.asarray(starts[:-1])[ok]}
+        return self._memoized("aligned", lambda: self.cache.get("aligned", self._key(), build)["starts"])
+
+    def pack_plan(self) -> dict[str, np.ndarray]:
+        """packed + bfd: {"starts", "lengths", "row_ptr"} (see packing.PackPlan)."""
+        def build():
+            idx = self.doc_index()
+            plan = plan_bfd(idx["starts"][:-1], idx["lengths"], self.cfg.seq_len, self.cfg.long_docs, self.cfg.seed)
+            return {"starts": plan.starts, "lengths": plan.lengths, "row_ptr": plan.row_ptr}
+        key = self._key(long_docs=self.cfg.long_docs, seed=self.cfg.seed)
+        return self._memoized("packbfd", lambda: self.cache.get("packbfd", key, build))
+
+    @functools.cached_property
+    def num_samples(self) -> int:
+        c, n_tok = self.cfg, self.shards.num_tokens
+        if c.mode == "windows":
+            return int(self.aligned_starts().size) if c.doc_aligned else (n_tok - 1) // c.seq_len
+        if c.mode == "packed":
+            return int(self.pack_plan()["row_ptr"].size - 1) if c.packing == "bfd" else concat_num_rows(n_tok, c.seq_len)
+        return self.shards.num_docs
+
+    @functools.cached_property
+    def max_pieces(self) -> int:
+        """packed: most document pieces in one row (sizes the fixed-width cu_seqlens)."""
+        if self.cfg.packing == "bfd":
+            return int(np.diff(self.pack_plan()["row_ptr"]).max(initial=0))
+        return concat_max_segments(self.doc_index()["starts"], self.cfg.seq_len, self.shards.num_tokens)
+
+    def window_starts(self, samples: np.ndarray, epoch: int, k: int) -> np.ndarray:
+        """windows: first token of each sample's T + 1 tokens. Tiled windows shift by a per-epoch
+        phase in [0, slack] (the tokens left over by the tiling), so epochs see different cuts."""
+        c = self.cfg
+        if c.doc_aligned:
+            return np.asarray(self.aligned_starts()[samples], dtype=np.int64)
+        slack = self.shards.num_tokens - 1 - self.num_samples * c.seq_len
+        phase = derive_key(c.seed, k, epoch, 0xFA5E) % (slack + 1) if c.shuffle else 0
+        return np.asarray(samples, dtype=np.int64) * c.seq_len + phase
+
+    def clipped_lengths(self, samples: np.ndarray) -> np.ndarray:
+        """grouped: input tokens of each document row, min(length, T)."""
+        return np.minimum(np.asarray(self.doc_index()["lengths"])[samples], self.cfg.seq_len)
+
+
+class EpochPlan:
+    """Positions of an epoch -> (source, sample) and -> per-rank batches; picklable, recomputable anywhere."""
+
+    def __init__(self, sources: list[Source], weights, cfg: LoaderConfig, world_size: int, cache: ArrayCache):
+        self.sources, self.cfg, self.world_size, self.cache = sources, cfg, int(world_size), cache
+        self._grouped: tuple[int, dict] | None = None  # (epoch, arrays) opened in this process
+        self.counts = mixture_weights(weights) if len(sources) > 1 else np.ones(1, dtype=np.int64)
+        self.pattern = mixture_pattern(self.counts)
+        self.global_batch = cfg.batch_size * self.world_size
+        # grouped mode shuffles by its own megabatch permutation; a lone source needs no second one
+        self.source_shuffle = cfg.shuffle and not (cfg.mode == "grouped" and len(sources) == 1)
+        self.fingerprint = derive_key(*(int(s.shards.fingerprint[:15], 16) for s in sources),
+                                      *self.counts.tolist(), hash_dict(cfg.order_inputs()),
+                                      self.global_batch if cfg.mode == "grouped" and cfg.max_tokens is None else 0)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_grouped": None}
+
+    @functools.cached_property
+    def num_positions(self) -> int:
+        if self.cfg.samples_per_epoch is not None:
+            return int(self.cfg.samples_per_epoch)
+        if len(self.sources) == 1:
+            return self.sources[0].num_samples
+        total = int(self.counts.sum())  # the most positions that draw no source twice (+-1)
+        return max(1, min(s.num_samples * total // int(c) for s, c in zip(self.sources, self.counts)))
+
+    def lookup(self, epoch: int, positions) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (int64[n]) -> (source ids, sample ids). A source drawn past its size wraps into a
+        freshly shuffled pass, keyed by (seed, source, epoch, pass)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if len(self.sources) == 1:
+            src, running = np.zeros_like(pos), pos
+        else:
+            src, running = mixture_lookup_batch(pos, self.counts, self.pattern)
+        sample = np.empty_like(pos)
+        for k, s in enumerate(self.sources):
+            sel = np.flatnonzero(src == k)
+            if not sel.size:
+                continue
+            n = s.num_samples
+            passes, local = np.divmod(running[sel], n)
+            for q in np.unique(passes).tolist():
+                at = passes == q
+                key = derive_key(self.cfg.seed, k, epoch, q)
+                sample[sel[at]] = permute_batch(local[at], n, key) if self.source_shuffle else local[at]
+        return src, sample
+
+    @functools.cached_property
+    def max_pieces(self) -> int:
+        return max(s.max_pieces for s in self.sources)
+
+    # -- grouped mode: the epoch's length-sorted order ------------------------------------------
+
+    def megabatch_rows(self) -> int:
+        c = self.cfg
+        if c.megabatch is not None:
+            return max(1, int(c.megabatch))
+        n = self.num_positions
+        if c.max_tokens is None:
+            g = self.global_batch
+        else:  # rows of a typical token-budget batch: budget / mean row length
+            mean = float(np.mean(np.minimum(self.sources[0].doc_index()["lengths"], c.seq_len))) or 1.0
+            g = max(1, int(c.max_tokens // max(mean, 1.0)))
+        return max(1, min(50, n // (4 * g))) * g
+
+    def grouped_order(self, epoch: int) -> dict[str, np.ndarray]:
+        """{"order": positions in batch order int64[N], "lengths": their row lengths int32[N],
+        "bounds": micro-batch boundaries int64[nb+1] (max_tokens only)}; cached per epoch."""
+        if self._grouped is not None and self._grouped[0] == epoch:
+            return self._grouped[1]
+        c = self.cfg
+
+        def build():
+            n = self.num_positions
+            src, sample = self.lookup(epoch, np.arange(n, dtype=np.int64))
+            lens = np.empty(n, dtype=np.int64)
+            for k, s in enumerate(self.sources):
+                sel = src == k
+                lens[sel] = s.clipped_lengths(sample[sel])
+            del src, sample
+            mega = self.megabatch_rows()
+            order = megabatch_order(lens, epoch_rng(c.seed, epoch, 0x9E0) if c.shuffle else None, mega)
+            if c.max_tokens is None:
+                order = longest_batch_first(order, lens, self.global_batch)
+                return {"order": order, "lengths": lens[order].astype(np.int32)}
+            bounds = token_budget_batches(lens[order], mega, c.max_tokens, c.pad_multiple, c.seq_len)
+            first = int(np.argmax(lens[order[bounds[:-1]]]))  # the batch of the widest rows goes first
+            if first:
+                a, b = bounds[first], bounds[first + 1]
+                order = np.concatenate([order[a:b], order[:a], order[b:]])
+                sizes = np.diff(bounds)
+                sizes = np.concatenate([sizes[first:first + 1], sizes[:first], sizes[first + 1:]])
+                bounds = np.concatenate([[0], np.cumsum(sizes)])
+            return {"order": order, "lengths": lens[order].astype(np.int32), "bounds": bounds}
+        key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows()}
+        got = self.cache.get("grouped", key, build)
+        self._grouped = (epoch, got)
+        return got
+
+    def prepare(self, epoch: int) -> None:
+        """Build (or load) every cached array the workers will read for `epoch`, in this process."""
+        c = self.cfg
+        for s in self.sources:
+            if c.mode == "windows" and c.doc_aligned:
+                s.aligned_starts()
+            elif c.mode != "windows":
+                s.doc_index()
+        if c.mode == "packed":
+            _ = self.max_pieces
+        if c.mode == "grouped":
+            self.grouped_order(epoch)
+
+    # -- units and batches ------------------------------------------------------------------------
+
+    def token_budget(self) -> bool:
+        return self.cfg.mode == "grouped" and self.cfg.max_tokens is not None
+
+    def num_units(self, epoch: int) -> int:
+        """Positions per epoch, or micro-batches per epoch with max_tokens."""
+        if self.token_budget():
+            return int(self.grouped_order(epoch)["bounds"].size - 1)
+        return self.num_positions
+
+    def units_per_step(self) -> int:
+        return self.world_size if self.token_budget() else self.global_batch
+
+    def batch_starts(self, epoch: int, consumed: int) -> range:
+        """First unit of every remaining global batch of the epoch, after `consumed` units."""
+        n, step = self.num_units(epoch), self.units_per_step()
+        stop = n - step + 1 if self.cfg.drop_last else n
+        return range(consumed, max(consumed, stop), step)
+
+    def num_batches(self, epoch: int) -> int:
+        return len(self.batch_starts(epoch, 0))
+
+    def rows(self, epoch: int, start: int, rank: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """This rank's rows of the global batch at `start`: (source ids, sample ids, grouped width or 0)."""
+        c, n = self.cfg, self.num_units(epoch)
+        if self.token_budget():
+            g = self.grouped_order(epoch)
+            mb = start + rank
+            if mb >= n:  # epoch tail without drop_last: this rank gets one all-padding row
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), min(c.pad_multiple, c.seq_len)
+            a, b = int(g["bounds"][mb]), int(g["bounds"][mb + 1])
+            width = int(padded_width(int(np.max(g["lengths"][a:b])), c.pad_multiple, c.seq_len))
+            return *self.lookup(epoch, g["order"][a:b]), width
+        stop = min(start + self.units_per_step(), n)
+        a = min(start + rank * c.batch_size, stop)
+        b = min(a + c.batch_size, stop)
+        if c.mode != "grouped":
+            return *self.lookup(epoch, np.arange(a, b)), 0
+        g = self.grouped_order(epoch)
+        # every rank pads to the global batch's widest row: equal shapes across ranks, and the rank
+        # batches concatenated equal the world_size=1 batch (resume across world sizes)
+        width = int(padded_width(int(np.max(g["lengths"][start:stop])), c.pad_multiple, c.seq_len))
+        return *self.lookup(epoch, g["order"][a:b]), width
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def stats(self, epoch: int) -> dict:
+        c = self.cfg
+        out = {"mode": c.mode, "samples_per_epoch": self.num_positions, "units_per_epoch": self.num_units(epoch),
+               "batches_per_epoch": self.num_batches(epoch), "global_batch": self.global_batch}
+        if c.mode == "packed":
+            share = self.counts / self.counts.sum()
+            fills = []
+            for s in self.sources:
+                tokens = s.shards.num_tokens if c.packing == "concat" else int(np.sum(s.pack_plan()["lengths"], dtype=np.int64))
+                fills.append(tokens / (s.num_samples * c.seq_len))
+            out["fill"] = float(np.dot(share, fills))
+        if c.mode == "grouped":
+            g = self.grouped_order(epoch)
+            lens = np.asarray(g["lengths"], dtype=np.int64)
+            bounds = g["bounds"] if self.token_budget() else np.arange(0, lens.size + self.global_batch,
+                                                                      self.global_batch).clip(max=lens.size)
+            bounds = np.unique(bounds)
+            width = padded_width(np.maximum.reduceat(lens, bounds[:-1]), c.pad_multiple, c.seq_len)
+            padded = int(np.sum(width * np.diff(bounds)))
+            out["padding_fraction"] = 1.0 - float(lens.sum()) / max(1, padded)
+        return out
+
+
+def hash_dict(d: dict) -> int:
+    return int(hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:15], 16)

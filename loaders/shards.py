@@ -1,0 +1,200 @@
+"""TokenShards: lazy, per-process access to one split of one dataset, through its manifest.
+
+Opening reads `manifest.json` and the 34-byte header of each `.idx`, and compares file sizes with
+what the manifest and headers promise (a stat per file); nothing else. Token reads use `os.preadv`
+straight into the caller's batch buffer: no persistent memmap of the `.bin` files, so the resident
+set stays flat (a persistent memmap grows file-backed RSS toward the dataset size; nanoGPT#428) and
+many shards do not exhaust file descriptors (fds are opened lazily, at most MAX_OPEN_FILES, LRU).
+File descriptors never cross a fork or a pickle: a worker re-opens what it reads.
+
+The global document index (token offset of every document, int64[N+1], and lengths, int32[N]) is
+derived from the `.idx` files once, checked against them, and cached on disk (12 B per document).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import PrepError
+from pipeline.manifest import MANIFEST_NAME, idx_bytes, read_idx, read_idx_header, read_manifest, shard_paths
+
+from .cache import ArrayCache
+
+__all__ = ["TokenShards", "check_tokenizer"]
+
+MAX_OPEN_FILES = 128
+HASH_CHUNK = 8 << 20
+
+
+def check_tokenizer(tokenizer: dict, expect: str | None, where: str) -> None:
+    """Refuse a dataset made with another tokenizer; `expect` is its name or sha256."""
+    if expect is None or expect in (tokenizer.get("name"), tokenizer.get("sha256")):
+        return
+    raise PrepError(f"{where}: dataset was tokenized with {tokenizer.get('name')!r} "
+                    f"(sha256 {str(tokenizer.get('sha256'))[:16]}...), not {expect!r}; re-tokenize it with "
+                    "that tokenizer, or pass the matching expect_tokenizer")
+
+
+class TokenShards:
+    """`TokenShards(dir, split)`: sizes checked on open; `verify=True` also checks sha256 of every file."""
+
+    def __init__(self, root: str | os.PathLike, split: str = "train", *, expect_tokenizer: str | None = None,
+                 verify: bool = False):
+        if sys.byteorder != "little":
+            raise PrepError("prep shards are little-endian; this loader does not support big-endian hosts")
+        self.root = Path(root)
+        self.split = split
+        self.manifest = read_manifest(self.root)
+        where = str(self.root / MANIFEST_NAME)
+        if split not in self.manifest.splits:
+            raise PrepError(f"{where}: no split {split!r}; it has {sorted(self.manifest.splits)}")
+        check_tokenizer(self.manifest.tokenizer, expect_tokenizer, where)
+        info = self.manifest.splits[split]
+        self.dtype = self.manifest.np_dtype
+        self.names = [s.name for s in info.shards]
+        docs = np.array([s.num_docs for s in info.shards], dtype=np.int64)
+        toks = np.array([s.num_tokens for s in info.shards], dtype=np.int64)
+        self.doc_base = np.concatenate([[0], np.cumsum(docs)]).astype(np.int64)  # int64[S+1]
+        self.tok_base = np.concatenate([[0], np.cumsum(toks)]).astype(np.int64)  # int64[S+1]
+        self.num_docs, self.num_tokens = int(self.doc_base[-1]), int(self.tok_base[-1])
+        if (self.num_docs, self.num_tokens) != (info.num_docs, info.num_tokens):
+            raise PrepError(f"{where}: split {split!r} says {info.num_docs} docs / {info.num_tokens} tokens "
+                            f"but its shards add up to {self.num_docs} / {self.num_tokens}; the manifest is "
+                            "corrupt (re-run `prep tokenize`)")
+        self._check_sizes()
+        if verify:
+            self.verify()
+        self.fingerprint = hashlib.sha256(json.dumps({
+            "split": split, "dtype": self.manifest.dtype,
+            "shards": [[s.name, s.num_docs, s.num_tokens, s.sha256] for s in info.shards],
+        }, sort_keys=True).encode()).hexdigest()
+        self._tok_base_list = self.tok_base.tolist()
+        self._fds: OrderedDict[int, int] = OrderedDict()
+        self._pid = os.getpid()
+
+    # -- checks ---------------------------------------------------------------------------------
+
+    def _check_sizes(self) -> None:
+        itemsize = self.dtype.itemsize
+        for shard in self.manifest.splits[self.split].shards:
+            bin_path, idx_path = shard_paths(self.root, self.split, shard.name)
+            for p in (bin_path, idx_path):
+                if not p.is_file():
+                    raise PrepError(f"{p}: missing, but {self.root / MANIFEST_NAME} lists shard {shard.name!r}; "
+                                    "restore the file or re-run `prep tokenize`")
+            header = read_idx_header(idx_path)
+            if header.dtype != self.dtype or header.num_seqs != shard.num_docs:
+                raise PrepError(f"{idx_path}: index holds {header.num_seqs} {header.dtype.name} documents, the "
+                                f"manifest says {shard.num_docs} {self.dtype.name}; the file belongs to another "
+                                "dataset or run (re-run `prep tokenize`)")
+            for p, want in ((idx_path, idx_bytes(shard.num_docs)), (bin_path, shard.num_tokens * itemsize)):
+                got = os.path.getsize(p)
+                if got != want:
+                    raise PrepError(f"{p}: {got} bytes, the manifest implies {want}; the file is truncated "
+                                    "or from another run (re-run `prep tokenize`, or `prep verify` for details)")
+
+    def verify(self) -> None:
+        """Full check: sha256 of every .bin against the manifest, and every .idx against its .bin."""
+        for shard in self.manifest.splits[self.split].shards:
+            bin_path, idx_path = shard_paths(self.root, self.split, shard.name)
+            h = hashlib.sha256()
+            with open(bin_path, "rb") as f:
+                while chunk := f.read(HASH_CHUNK):
+                    h.update(chunk)
+            if h.hexdigest() != shard.sha256:
+                raise PrepError(f"{bin_path}: sha256 {h.hexdigest()[:16]}... does not match the manifest's "
+                                f"{shard.sha256[:16]}...; the file is corrupt (re-run `prep tokenize`)")
+            self._check_index(idx_path, shard.num_tokens)
+
+    def _check_index(self, idx_path: Path, num_tokens: int):
+        _, lengths, pointers = read_idx(idx_path)
+        lens = np.asarray(lengths, dtype=np.int64)
+        expect = np.zeros(lens.size, dtype=np.int64)
+        np.cumsum(lens[:-1] * self.dtype.itemsize, out=expect[1:])
+        if lens.size and (lens.min() < 0 or int(lens.sum()) != num_tokens
+                          or not np.array_equal(expect, np.asarray(pointers))):
+            raise PrepError(f"{idx_path}: document lengths/offsets do not tile its .bin of {num_tokens} "
+                            "tokens; the index is corrupt (re-run `prep tokenize`)")
+        return lens
+
+    # -- derived index --------------------------------------------------------------------------
+
+    def doc_index(self, cache: ArrayCache) -> dict[str, np.ndarray]:
+        """{"starts": int64[N+1] global token offset of each document (and the end), "lengths": int32[N]}."""
+        def build():
+            lengths = np.empty(self.num_docs, dtype=np.int32)
+            for k, name in enumerate(self.names):
+                _, idx_path = shard_paths(self.root, self.split, name)
+                lens = self._check_index(idx_path, int(self.tok_base[k + 1] - self.tok_base[k]))
+                lengths[self.doc_base[k]:self.doc_base[k + 1]] = lens
+            starts = np.zeros(self.num_docs + 1, dtype=np.int64)
+            np.cumsum(lengths, out=starts[1:])
+            return {"starts": starts, "lengths": lengths}
+        return cache.get("docindex", {"fingerprint": self.fingerprint}, build)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_fds"], state["_pid"] = OrderedDict(), None  # the receiving process opens its own
+        return state
+
+    def _fd(self, k: int) -> int:
+        if self._pid != os.getpid():  # forked: the inherited descriptors are the parent's; drop them
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds, self._pid = OrderedDict(), os.getpid()
+        fd = self._fds.get(k)
+        if fd is None:
+            if len(self._fds) >= MAX_OPEN_FILES:
+                os.close(self._fds.popitem(last=False)[1])
+            fd = os.open(shard_paths(self.root, self.split, self.names[k])[0], os.O_RDONLY)
+            self._fds[k] = fd
+        else:
+            self._fds.move_to_end(k)
+        return fd
+
+    def read_into(self, starts, lengths, out: np.ndarray, offsets) -> None:
+        """Copy tokens [starts[i], starts[i] + lengths[i]) of the split into out[offsets[i]:...].
+
+        `out` is a flat, C-contiguous array of this dataset's dtype (a batch buffer); spans may cross
+        shard boundaries. One `preadv` per span and shard: no intermediate copies.
+        """
+        if not out.flags.c_contiguous or out.dtype != self.dtype:
+            raise ValueError(f"read_into needs a C-contiguous {self.dtype} buffer, got {out.dtype}")
+        itemsize = self.dtype.itemsize
+        view = memoryview(out.reshape(-1)).cast("B")
+        for s, n, o in zip(np.asarray(starts).tolist(), np.asarray(lengths).tolist(), np.asarray(offsets).tolist()):
+            if s < 0 or s + n > self.num_tokens:
+                raise IndexError(f"tokens [{s}, {s + n}) outside the split's {self.num_tokens}")
+            while n > 0:
+                k = bisect.bisect_right(self._tok_base_list, s) - 1
+                take = min(n, self._tok_base_list[k + 1] - s)
+                pos, end, at = o * itemsize, (o + take) * itemsize, (s - self._tok_base_list[k]) * itemsize
+                while pos < end:  # preadv may return short counts; zero means the file shrank
+                    got = os.preadv(self._fd(k), [view[pos:end]], at)
+                    if got <= 0:
+                        raise PrepError(f"{shard_paths(self.root, self.split, self.names[k])[0]}: short read; "
+                                        "the file changed since the loader opened it")
+                    pos, at = pos + got, at + got
+                s, n, o = s + take, n - take, o + take
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            for fd in self._fds.values():
+                os.close(fd)
+        self._fds = OrderedDict()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,153 @@
+"""Determinism and exact resume: after load_state_dict the next batches equal an uninterrupted run's,
+with another num_workers, another world size at the same global batch, and across epoch ends."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from loaders import MemmapLoader
+from pipeline.errors import PrepError
+
+from .loaderkit import OFFSET_B, collect
+
+T = 64
+MODES = [
+    ("windows", {}),
+    ("windows", {"doc_aligned": True}),
+    ("packed", {}),
+    ("packed", {"packing": "concat"}),
+    ("grouped", {"pad_multiple": 16}),
+    ("grouped", {"pad_multiple": 16, "max_tokens": 512}),
+]
+IDS = [m + "-" + "-".join(f"{k}={v}" for k, v in kw.items()) for m, kw in MODES]
+
+
+def same(a: list[dict], b: list[dict]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.keys() != y.keys():
+            return False
+        for k in x:
+            if isinstance(x[k], np.ndarray):
+                if x[k].shape != y[k].shape or not np.array_equal(x[k], y[k]):
+                    return False
+            elif x[k] != y[k]:
+                return False
+    return True
+
+
+def two_epochs(loader) -> list[dict]:
+    return collect(loader) + collect(loader)
+
+
+@pytest.mark.parametrize("mode,kw", MODES, ids=IDS)
+def test_resume_with_other_num_workers(dataset, mode, kw):
+    args = dict(batch_size=4, seq_len=T, mode=mode, seed=11, **kw)
+    full = two_epochs(MemmapLoader(dataset, **args))
+    assert len(full) > 20
+    cut = len(full) // 2 + 3  # inside the second epoch
+    first = MemmapLoader(dataset, num_workers=2, prefetch_factor=4, **args)
+    head = collect(first) + collect(first, limit=cut - len(full) // 2)
+    assert same(head, full[:cut])
+    state = first.state_dict()  # workers have prefetched ahead; the state counts only handed-out batches
+    resumed = MemmapLoader(dataset, num_workers=1, **args).load_state_dict(state)
+    assert same(collect(resumed), full[cut:])
+    assert resumed.epoch == 2
+
+
+@pytest.mark.parametrize("mode,kw", MODES, ids=IDS)
+def test_resume_with_other_world_size(dataset, mode, kw):
+    """World 2 x 2 rows == world 1 x 4 rows: rank batches concatenate to the single-rank batch."""
+    full = collect(MemmapLoader(dataset, batch_size=4, seq_len=T, mode=mode, seed=5, **kw))
+    ranks = [MemmapLoader(dataset, batch_size=2, seq_len=T, mode=mode, seed=5, rank=r, world_size=2, **kw)
+             for r in range(2)]
+    if kw.get("max_tokens"):  # the unit is a micro-batch: rank r takes micro-batch 2 * step + r
+        steps = 5
+        parts = [collect(r, limit=steps) for r in ranks]
+        assert same([b for pair in zip(*parts) for b in pair], full[:2 * steps])
+        cut = 2 * steps
+    else:
+        cut = 7
+        parts = [collect(r, limit=cut) for r in ranks]
+        for i in range(cut):
+            merged = {k: np.concatenate([parts[0][i][k], parts[1][i][k]]) for k in full[i]
+                      if isinstance(full[i][k], np.ndarray) and k != "cu_seqlens"}
+            assert same([merged], [{k: full[i][k] for k in merged}])
+    resumed = MemmapLoader(dataset, batch_size=4, seq_len=T, mode=mode, seed=5, **kw)
+    resumed.load_state_dict(ranks[0].state_dict())
+    assert same(collect(resumed), full[cut:])
+
+
+def test_resume_at_epoch_end_and_state_contents(dataset):
+    args = dict(batch_size=4, seq_len=T, mode="packed", seed=2)
+    a = MemmapLoader(dataset, **args)
+    e0 = collect(a)
+    state = a.state_dict()
+    assert state["epoch"] == 1 and state["consumed"] == 0  # a completed pass moves to the next epoch
+    b = MemmapLoader(dataset, **args)
+    for _ in itertools.islice(b, len(e0)):  # stop right after the last batch, without finishing the pass
+        pass
+    assert b.state_dict()["epoch"] == 0
+    assert same(collect(MemmapLoader(dataset, **args).load_state_dict(b.state_dict())), collect(a))
+
+
+def test_determinism_and_seed(dataset):
+    args = dict(batch_size=4, seq_len=T, mode="grouped")
+    assert same(collect(MemmapLoader(dataset, seed=1, **args)), collect(MemmapLoader(dataset, seed=1, **args)))
+    assert not same(collect(MemmapLoader(dataset, seed=1, **args)), collect(MemmapLoader(dataset, seed=2, **args)))
+
+
+def test_state_refuses_other_run(dataset):
+    a = MemmapLoader(dataset, batch_size=4, seq_len=T, mode="windows", seed=1)
+    next(iter(a))
+    b = MemmapLoader(dataset, batch_size=4, seq_len=T, mode="windows", seed=2)
+    with pytest.raises(PrepError, match="strict=False"):
+        b.load_state_dict(a.state_dict())
+    b.load_state_dict(a.state_dict(), strict=False)
+    with pytest.raises(PrepError, match="version"):
+        b.load_state_dict({"version": 99})
+
+
+def test_spawn_workers_match(dataset):
+    args = dict(batch_size=4, seq_len=T, mode="packed", seed=4)
+    want = collect(MemmapLoader(dataset, **args), limit=12)
+    got = collect(MemmapLoader(dataset, num_workers=2, multiprocessing_context="spawn", **args), limit=12)
+    assert same(got, want)
+
+
+def test_persistent_workers_across_epochs(dataset):
+    args = dict(batch_size=4, seq_len=T, mode="grouped", seed=4)
+    want = two_epochs(MemmapLoader(dataset, **args))
+    got = two_epochs(MemmapLoader(dataset, num_workers=2, persistent_workers=True, **args))
+    assert same(got, want)
+
+
+# -- mixtures ------------------------------------------------------------------------------------
+
+
+def test_mixture_matches_weights_exactly(dataset, dataset_b):
+    loader = MemmapLoader([(dataset, 0.7), (dataset_b, 0.3)], batch_size=5, seq_len=T, mode="windows")
+    rows = np.concatenate([b["input_ids"][:, 0] for b in collect(loader)])
+    from_b = rows > OFFSET_B
+    counts = np.cumsum(from_b)
+    p = np.arange(1, rows.size + 1)
+    assert np.all(np.abs(counts - 0.3 * p) <= 1)  # every prefix within one sample of the weights
+    assert np.all(counts[9::10] == 3 * (p[9::10] // 10))  # exact at every period of 10
+    assert rows.size > 100 and from_b.any()
+    # no window drawn twice within the mix epoch
+    assert np.unique(rows).size == rows.size
+    again = np.concatenate([b["input_ids"][:, 0] for b in collect(
+        MemmapLoader([(dataset, 0.7), (dataset_b, 0.3)], batch_size=5, seq_len=T, mode="windows"))])
+    assert np.array_equal(rows, again)
+
+
+def test_mixture_resume_grouped(dataset, dataset_b):
+    args = dict(batch_size=4, seq_len=T, mode="grouped", pad_multiple=16, seed=9)
+    mix = [(dataset, 2.0), (dataset_b, 1.0)]
+    full = collect(MemmapLoader(mix, **args))
+    a = MemmapLoader(mix, num_workers=2, **args)
+    head = collect(a, limit=9)
+    assert same(head, full[:9])
+    assert same(collect(MemmapLoader(mix, **args).load_state_dict(a.state_dict())), full[9:])

@@ -1,0 +1,141 @@
+"""Opening datasets safely: clear errors naming the file and the fix; lazy per-process reads."""
+
+import json
+import os
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+
+from loaders import MemmapLoader
+from loaders.cache import ArrayCache
+from loaders.shards import TokenShards
+from pipeline.errors import PrepError
+
+from .loaderkit import make_dataset
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    return make_dataset(tmp_path / "d", [5, 7, 3, 9, 4, 6], shard_tokens=12)
+
+
+def shard_files(root, ext):
+    return sorted((root / "train").glob(f"*.{ext}"))
+
+
+def test_reads_cross_shard_boundaries(fresh):
+    shards = TokenShards(fresh)
+    assert len(shards.names) > 2 and shards.num_docs == 6 and shards.num_tokens == 34  # guard: several shards
+    out = np.zeros(40, dtype=np.int32)
+    shards.read_into([0, 10, 33], [34, 5, 1], out, [0, 34, 39])
+    assert np.array_equal(out[:34], np.arange(1, 35))
+    assert np.array_equal(out[34:39], np.arange(11, 16)) and out[39] == 34
+    with pytest.raises(IndexError):
+        shards.read_into([30], [5], out, [0])
+
+
+def test_doc_index_matches_lengths(fresh):
+    idx = TokenShards(fresh).doc_index(ArrayCache(None))
+    assert np.array_equal(idx["lengths"], [5, 7, 3, 9, 4, 6])
+    assert np.array_equal(idx["starts"], [0, 5, 12, 15, 24, 28, 34])
+
+
+def test_file_descriptors_are_per_process(fresh):
+    shards = TokenShards(fresh)
+    out = np.zeros(3, dtype=np.int32)
+    shards.read_into([0], [3], out, [0])
+    assert shards._fds  # opened lazily, on first read
+    clone = pickle.loads(pickle.dumps(shards))
+    assert not clone._fds  # a spawned worker opens its own
+    clone.read_into([5], [3], out, [0])
+    assert np.array_equal(out, [6, 7, 8])
+    pid = os.fork()
+    if pid == 0:  # forked child: must not reuse the parent's descriptors
+        try:
+            shards.read_into([12], [3], out, [0])
+            ok = np.array_equal(out, [13, 14, 15]) and shards._pid == os.getpid()
+        finally:
+            os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(PrepError, match="no manifest.json.*prep tokenize"):
+        MemmapLoader(tmp_path, batch_size=1, seq_len=4)
+
+
+def test_unknown_format_version(fresh):
+    m = json.loads((fresh / "manifest.json").read_text())
+    m["format_version"] = 7
+    (fresh / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PrepError, match="format_version 7"):
+        TokenShards(fresh)
+
+
+def test_missing_split(fresh):
+    with pytest.raises(PrepError, match="no split 'val'.*'train'"):
+        TokenShards(fresh, "val")
+
+
+def test_missing_file_is_named(fresh):
+    victim = shard_files(fresh, "idx")[1]
+    victim.unlink()
+    with pytest.raises(PrepError, match=f"{victim.name}: missing.*prep tokenize"):
+        TokenShards(fresh)
+
+
+def test_truncated_bin_is_named(fresh):
+    victim = shard_files(fresh, "bin")[0]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-4])
+    with pytest.raises(PrepError, match=f"{victim.name}: {len(data) - 4} bytes, the manifest implies {len(data)}"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4)
+
+
+def test_index_from_another_dataset(fresh, tmp_path):
+    other = make_dataset(tmp_path / "o", [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], shard_tokens=100)
+    shutil.copy(shard_files(other, "idx")[0], shard_files(fresh, "idx")[0])
+    with pytest.raises(PrepError, match="index holds 10 int32 documents"):
+        TokenShards(fresh)
+
+
+def test_expect_tokenizer(fresh):
+    assert MemmapLoader(fresh, batch_size=1, seq_len=4, expect_tokenizer="gpt2")
+    assert MemmapLoader(fresh, batch_size=1, seq_len=4, expect_tokenizer="ab" * 32)  # by sha256
+    with pytest.raises(PrepError, match="tokenized with 'gpt2'.*not 'llama3'"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4, expect_tokenizer="llama3")
+
+
+def test_verify_catches_same_size_corruption(fresh):
+    TokenShards(fresh, verify=True)  # a good dataset verifies
+    victim = shard_files(fresh, "bin")[0]
+    data = bytearray(victim.read_bytes())
+    data[0] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    TokenShards(fresh)  # sizes still match: the cheap check cannot see it
+    with pytest.raises(PrepError, match=f"{victim.name}: sha256 .* does not match"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4, verify=True)
+
+
+def test_too_short_for_windows(tmp_path):
+    d = make_dataset(tmp_path / "s", [3, 2])
+    with pytest.raises(PrepError, match="fewer than seq_len \\+ 1"):
+        MemmapLoader(d, batch_size=1, seq_len=8)
+
+
+def test_epoch_smaller_than_a_batch(fresh):
+    loader = MemmapLoader(fresh, batch_size=64, seq_len=4, mode="grouped")
+    with pytest.raises(PrepError, match="fewer than one global batch of 64.*drop_last=False"):
+        next(iter(loader))
+    assert len(list(MemmapLoader(fresh, batch_size=64, seq_len=4, mode="grouped", drop_last=False))) == 1
+
+
+def test_bad_config_values(fresh):
+    for bad in ({"mode": "pack"}, {"packing": "greedy"}, {"long_docs": "drop"}, {"batch_size": 0}):
+        args = {"batch_size": 1, "seq_len": 4, **bad}
+        with pytest.raises(PrepError):
+            MemmapLoader(fresh, **args)
+    with pytest.raises(PrepError, match="rank 2 is outside world_size 2"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4, rank=2, world_size=2)
