@@ -1,0 +1,384 @@
+"""`prep verify`: is a dataset directory exactly what its manifest says?
+
+Three levels, each including the ones before:
+    sizes   manifest schema and version, dtype vs vocabulary, per-split totals = sum of shards,
+            shard names; per shard: both files present, the 34-byte `.idx` header (magic, version,
+            dtype code, S, D = S + 1), S = the manifest's num_docs, `.idx` size = what the header
+            implies, `.bin` size = num_tokens x itemsize. O(#shards) stats and 34-byte reads:
+            cheap enough for a loader to run on every open (`check_dataset(root, quick=True)`).
+    index   every `.idx` array: lengths >= 0 summing to num_tokens, byte offsets exactly the running
+            sum of lengths (so monotone, starting at 0, tiling the `.bin`), document indices 0..S;
+            no stray files in split directories (harmless to a loader, which goes by the manifest,
+            but `cat train/*.bin` would read them). Reads ~20 bytes per document. (`verify --quick`.)
+    full    every `.bin` read once: sha256 against the manifest, and every token id < vocab_size.
+
+Memory stays bounded on any dataset size: `.bin` files are read into one 16 MiB buffer per thread,
+index arrays are memory-mapped and checked 4 Mi entries at a time, all vectorized numpy. Shards are
+checked on a few threads (hashlib and numpy release the GIL). Problems come one line each, naming
+the file and what is wrong: manifest and size problems first, then index, checksum and token-id
+problems, each group in manifest order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import PrepError
+from pipeline.manifest import (
+    IDX_HEADER_BYTES,
+    MANIFEST_NAME,
+    Manifest,
+    ShardInfo,
+    idx_bytes,
+    read_idx_header,
+    shard_paths,
+)
+
+__all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset"]
+
+LEVELS = ("sizes", "index", "full")
+READ_BLOCK = 16 << 20   # bytes of .bin per read: one buffer per thread
+INDEX_CHUNK = 1 << 22   # index entries per vectorized step (~100 MiB of int64 temporaries at most)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+@dataclass
+class VerifyReport:
+    root: Path
+    level: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    manifest_read: bool = False
+    num_shards: int = 0
+    num_docs: int = 0
+    num_tokens: int = 0
+    bytes_read: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        checked = {"sizes": "sizes and headers", "index": "sizes and indexes",
+                   "full": "sizes, indexes, sha256 and token ids"}[self.level]
+        if self.ok:
+            return (f"ok: {self.root}: {self.num_shards} shards, {self.num_docs:,} documents, "
+                    f"{self.num_tokens:,} tokens; {checked} all match the manifest")
+        if not self.manifest_read:
+            return f"{self.root}: not a complete prep dataset"
+        return (f"{self.root}: {len(self.problems)} problem(s) ({checked} checked); the dataset is damaged: "
+                "restore the files named above, or rebuild it with `prep tokenize --overwrite`")
+
+
+def check_dataset(root: str | os.PathLike, quick: bool = True) -> list[str]:
+    """Problems found in the dataset at `root`, one line each; [] when it is sound.
+
+    quick=True is the `sizes` level (manifest, headers and file sizes; a stat and a 34-byte read per
+    file), meant for loaders to call on open. quick=False is everything `prep verify` checks.
+    """
+    return verify_dataset(root, level="sizes" if quick else "full").problems
+
+
+def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bool = False, console=None,
+                   threads: int | None = None) -> VerifyReport:
+    """Check `root` at `level` (see the module docstring); never raises for a damaged dataset."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    root = Path(root)
+    if not root.is_dir():
+        raise PrepError(f"{root}: no such directory")
+    report = VerifyReport(root, level)
+    manifest = _load_manifest(root, report)
+    if manifest is None:
+        return report
+    report.manifest_read = True
+    shards = _check_manifest(root, manifest, report)
+    sound = [s for s in shards if _check_sizes(s, manifest, report)]
+    if level != "sizes":
+        _check_strays(root, manifest, report)
+        if sound:
+            _deep_checks(sound, manifest, level, report, progress, console, threads)
+    report.num_shards = len(shards)
+    report.num_docs = sum(s.info.num_docs for s in shards)
+    report.num_tokens = sum(s.info.num_tokens for s in shards)
+    if manifest.failed_units:
+        report.notes.append(f"{len(manifest.failed_units)} input unit(s) failed during `prep tokenize` and are "
+                            "not in the dataset (listed under failed_units in the manifest)")
+    return report
+
+
+# -- manifest -------------------------------------------------------------------------------------
+@dataclass
+class _Shard:
+    split: str
+    info: ShardInfo
+    bin_path: Path
+    idx_path: Path
+
+
+def _load_manifest(root: Path, report: VerifyReport) -> Manifest | None:
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        unfinished = (root / ".prep" / "journal.jsonl").exists() or (root / ".prep" / "plan.json").exists()
+        report.problems.append(f"{path}: missing; " + (
+            "an unfinished `prep tokenize` run is here: re-run the same command to finish it" if unfinished
+            else "this is not a complete prep dataset"))
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        report.problems.append(f"{path}: not valid JSON ({e})")
+        return None
+    if not isinstance(data, dict):
+        report.problems.append(f"{path}: not a JSON object")
+        return None
+    try:
+        return Manifest.from_dict(data, where=str(path))
+    except PrepError as e:
+        report.problems.append(str(e))
+    except (ValueError, AttributeError) as e:
+        report.problems.append(f"{path}: malformed manifest ({e})")
+    return None
+
+
+def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shard]:
+    where = root / MANIFEST_NAME
+    dtype = m.np_dtype
+    if m.vocab_size <= 0:
+        report.problems.append(f"{where}: vocab_size {m.vocab_size} is not positive")
+    elif m.vocab_size - 1 > np.iinfo(dtype).max:
+        report.problems.append(f"{where}: dtype {m.dtype} cannot hold ids of a {m.vocab_size}-token vocabulary")
+    shards: list[_Shard] = []
+    for split, info in m.splits.items():
+        if not _NAME.fullmatch(split) or split.startswith("."):
+            report.problems.append(f"{where}: split name {split!r} is not a plain directory name")
+            continue
+        docs = sum(s.num_docs for s in info.shards)
+        toks = sum(s.num_tokens for s in info.shards)
+        if (docs, toks) != (info.num_docs, info.num_tokens):
+            report.problems.append(f"{where}: split {split!r} says {info.num_docs} docs / {info.num_tokens} tokens, "
+                                   f"its shards add up to {docs} / {toks}")
+        names = [s.name for s in info.shards]
+        if names != sorted(set(names)):
+            report.problems.append(f"{where}: split {split!r} lists its shards out of name order or twice "
+                                   "(name order is the dataset order)")
+        for s in info.shards:
+            if not _NAME.fullmatch(s.name) or s.name.startswith("."):
+                report.problems.append(f"{where}: shard name {s.name!r} in split {split!r} is not a plain file name")
+                continue
+            if s.num_docs < 0 or s.num_tokens < 0:
+                report.problems.append(f"{where}: shard {split}/{s.name} has negative counts")
+                continue
+            if not _SHA256.fullmatch(s.sha256):
+                report.problems.append(f"{where}: shard {split}/{s.name} has no valid sha256 ({s.sha256[:70]!r})")
+            shards.append(_Shard(split, s, *shard_paths(root, split, s.name)))
+    return shards
+
+
+# -- sizes ----------------------------------------------------------------------------------------
+def _check_sizes(s: _Shard, m: Manifest, report: VerifyReport) -> bool:
+    """Files, header, sizes; True when the shard is sound enough for the deeper checks."""
+    n = len(report.problems)
+    missing = [p for p in (s.bin_path, s.idx_path) if not p.is_file()]
+    for p in missing:
+        report.problems.append(f"{p}: missing (the manifest lists shard {s.split}/{s.info.name})")
+    if s.idx_path not in missing:
+        try:
+            header = read_idx_header(s.idx_path)
+        except PrepError as e:
+            report.problems.append(str(e))
+        else:
+            if header.dtype != m.np_dtype:
+                report.problems.append(f"{s.idx_path}: index dtype is {header.dtype.name}, the manifest says {m.dtype}")
+            if header.num_seqs != s.info.num_docs:
+                report.problems.append(f"{s.idx_path}: index holds {header.num_seqs} documents, the manifest says "
+                                       f"{s.info.num_docs}")
+            size, want = s.idx_path.stat().st_size, idx_bytes(header.num_seqs)
+            if size != want:
+                report.problems.append(f"{s.idx_path}: {size} bytes, its header ({header.num_seqs} documents) "
+                                       f"implies {want}: {'truncated' if size < want else 'trailing bytes'}")
+    if s.bin_path not in missing:
+        size, want = s.bin_path.stat().st_size, s.info.num_tokens * m.np_dtype.itemsize
+        if size != want:
+            report.problems.append(f"{s.bin_path}: {size} bytes, the manifest's {s.info.num_tokens} {m.dtype} tokens "
+                                   f"make {want}: {'truncated' if size < want else 'trailing bytes'}")
+    return len(report.problems) == n
+
+
+def _check_strays(root: Path, m: Manifest, report: VerifyReport) -> None:
+    """Files in split directories that the manifest does not list (`cat train/*.bin` would read them)."""
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        info = m.splits.get(d.name)
+        expected = {f"{s.name}.{ext}" for s in info.shards for ext in ("bin", "idx")} if info else set()
+        for f in sorted(d.iterdir()):
+            if f.name in expected:
+                continue
+            if info is not None:
+                report.problems.append(f"{f}: in split directory {d.name}/ but not listed in the manifest "
+                                       "(left over from another run?)")
+            elif f.suffix in (".bin", ".idx"):
+                report.problems.append(f"{f}: shard file in {d.name}/, a split the manifest does not have")
+
+
+# -- index + full ---------------------------------------------------------------------------------
+def _deep_checks(shards: list[_Shard], m: Manifest, level: str, report: VerifyReport, progress: bool, console,
+                 threads: int | None) -> None:
+    total = sum(s.idx_path.stat().st_size + (s.bin_path.stat().st_size if level == "full" else 0) for s in shards)
+    bar = _Bar(total, "verify" if level == "full" else "verify --quick", progress, console)
+    workers = max(1, min(threads or min(4, os.cpu_count() or 1), len(shards)))
+    with bar, ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(lambda s: _check_shard(s, m, level, bar.advance), shards))
+    for problems, nbytes in results:
+        report.problems.extend(problems)
+        report.bytes_read += nbytes
+
+
+def _check_shard(s: _Shard, m: Manifest, level: str, advance) -> tuple[list[str], int]:
+    problems = _check_index(s, m.np_dtype, advance)
+    nbytes = s.idx_path.stat().st_size
+    if level == "full":
+        problems += _check_bin(s, m, advance)
+        nbytes += s.bin_path.stat().st_size
+    return problems, nbytes
+
+
+def _check_index(s: _Shard, dtype: np.dtype, advance) -> list[str]:
+    """Lengths, offsets and document indices of one `.idx` whose header and size are already checked."""
+    n = s.info.num_docs
+    itemsize = dtype.itemsize
+    p = s.idx_path
+    if n == 0:
+        with open(p, "rb") as f:
+            f.seek(IDX_HEADER_BYTES)
+            (last,) = struct.unpack("<q", f.read(8))
+        advance(idx_bytes(0))
+        return [] if last == 0 else [f"{p}: document_indices is [{last}], expected [0]"]
+    raw = np.memmap(p, dtype=np.uint8, mode="r")
+    lengths = raw[IDX_HEADER_BYTES:IDX_HEADER_BYTES + 4 * n].view("<i4")
+    pointers = raw[IDX_HEADER_BYTES + 4 * n:IDX_HEADER_BYTES + 12 * n].view("<i8")
+    doc_idx = raw[IDX_HEADER_BYTES + 12 * n:IDX_HEADER_BYTES + 12 * n + 8 * (n + 1)].view("<i8")
+    offset = 0  # running byte offset (int64 from the start: Megatron-LM#1672 overflowed an int32 here)
+    tokens = 0
+    for start in range(0, n, INDEX_CHUNK):
+        stop = min(n, start + INDEX_CHUNK)
+        lens = lengths[start:stop].astype(np.int64)
+        if (bad := np.flatnonzero(lens < 0)).size:
+            i = start + int(bad[0])
+            return [f"{p}: document {i} has negative length {int(lens[bad[0]])}"]
+        want = np.empty(stop - start, dtype=np.int64)
+        want[0] = offset
+        np.cumsum(lens[:-1] * itemsize, out=want[1:])
+        want[1:] += offset
+        got = np.asarray(pointers[start:stop])
+        if (bad := np.flatnonzero(got != want)).size:
+            i = start + int(bad[0])
+            return [f"{p}: byte offset of document {i} is {int(got[bad[0]])}, its preceding lengths put it at "
+                    f"{int(want[bad[0]])} (offsets must start at 0, increase and tile the .bin)"]
+        idx = np.asarray(doc_idx[start:stop])
+        if (bad := np.flatnonzero(idx != np.arange(start, stop, dtype=np.int64))).size:
+            i = start + int(bad[0])
+            return [f"{p}: document_indices[{i}] is {int(idx[bad[0]])}, expected {i} (one sequence per document)"]
+        chunk_tokens = int(lens.sum())
+        offset += chunk_tokens * itemsize
+        tokens += chunk_tokens
+        advance(20 * (stop - start))
+    if int(doc_idx[n]) != n:
+        return [f"{p}: document_indices[{n}] is {int(doc_idx[n])}, expected {n}"]
+    advance(IDX_HEADER_BYTES + 8)
+    if tokens != s.info.num_tokens:
+        return [f"{p}: document lengths add up to {tokens} tokens, the manifest and the .bin size say "
+                f"{s.info.num_tokens}"]
+    return []
+
+
+def _check_bin(s: _Shard, m: Manifest, advance) -> list[str]:
+    """One sequential pass: sha256, and every id below vocab_size (when the dtype could hold more)."""
+    import hashlib
+
+    dtype = np.dtype(m.np_dtype).newbyteorder("<")
+    check_ids = m.vocab_size - 1 < np.iinfo(dtype).max or np.iinfo(dtype).min < 0
+    sha = hashlib.sha256()
+    buf = bytearray(READ_BLOCK)  # a multiple of every itemsize
+    view = memoryview(buf)
+    first_bad: tuple[int, int] | None = None  # (token position, id)
+    pos = 0
+    with open(s.bin_path, "rb", buffering=0) as f:
+        while True:
+            n = 0
+            while n < READ_BLOCK and (k := f.readinto(view[n:])):
+                n += k
+            if n == 0:
+                break
+            sha.update(view[:n])
+            if check_ids and first_bad is None:
+                ids = np.frombuffer(buf, dtype=dtype, count=n // dtype.itemsize)
+                if int(ids.max()) >= m.vocab_size or int(ids.min()) < 0:
+                    i = int(np.flatnonzero((ids >= m.vocab_size) | (ids < 0))[0])
+                    first_bad = (pos + i, int(ids[i]))
+            pos += n // dtype.itemsize
+            advance(n)
+            if n < READ_BLOCK:
+                break
+    problems = []
+    if sha.hexdigest() != s.info.sha256:
+        problems.append(f"{s.bin_path}: sha256 {sha.hexdigest()[:16]}... does not match the manifest's "
+                        f"{s.info.sha256[:16]}...: the contents changed after it was written")
+    if first_bad is not None:
+        token, value = first_bad
+        problems.append(f"{s.bin_path}: token id {value} at token {token} (document {_doc_of(s, token)}) is not "
+                        f"below the vocabulary size {m.vocab_size}")
+    return problems
+
+
+def _doc_of(s: _Shard, token: int) -> int:
+    from pipeline.manifest import read_idx
+
+    _, lengths, _ = read_idx(s.idx_path)
+    return int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), token, side="right"))
+
+
+class _Bar:
+    """A rich progress bar over bytes read (or nothing when disabled); `advance` is thread-safe."""
+
+    def __init__(self, total: int, label: str, enabled: bool, console):
+        self._progress = None
+        if enabled and total:
+            from rich.console import Console
+
+            console = console or Console(stderr=True)
+            if not console.is_terminal:  # a pipe or a log file: no bar, not even its final newline
+                return
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+            self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), DownloadColumn(),
+                                      TransferSpeedColumn(), TimeRemainingColumn(),
+                                      console=console, transient=True)
+            self._task = self._progress.add_task(label, total=total)
+
+    def __enter__(self) -> _Bar:
+        if self._progress:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress:
+            self._progress.stop()
+
+    def advance(self, nbytes: int) -> None:
+        if self._progress:
+            self._progress.update(self._task, advance=nbytes)

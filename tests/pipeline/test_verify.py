@@ -1,0 +1,368 @@
+"""`prep verify` / `pipeline.verify`: every check fires on the damage it is for, names the file, and
+stays quiet on an intact dataset. Each damaged case asserts the exact problem lines, so a check that
+silently stopped working (a vacuous pass) fails here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import pipeline.verify as verify_mod
+from pipeline.cli import app
+from pipeline.manifest import (
+    IDX_HEADER_BYTES,
+    Manifest,
+    SplitInfo,
+    read_idx,
+    read_manifest,
+    write_manifest,
+)
+from pipeline.shards import ShardWriter
+from pipeline.verify import check_dataset, verify_dataset
+from tests.conftest import DEMO_TOKENIZER, demo_texts, write_jsonl, write_recipe
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A real dataset: 600 demo documents, 2 splits, several train shards."""
+    from pipeline.executor import tokenize
+    from pipeline.recipe import Recipe
+
+    tmp = tmp_path_factory.mktemp("verify")
+    corpus = write_jsonl(tmp / "c.jsonl", demo_texts(600))
+    recipe = write_recipe(tmp / "r.yaml", corpus=corpus, tokenizer=DEMO_TOKENIZER, out=tmp / "out",
+                          output__shard_tokens=20000)
+    tokenize(Recipe.from_yaml(recipe), show_progress=False)
+    m = read_manifest(tmp / "out")
+    assert len(m.splits["train"].shards) >= 3 and m.splits["val"].num_docs > 0
+    return tmp / "out"
+
+
+@pytest.fixture
+def ds(tmp_path, built):
+    out = tmp_path / "ds"
+    shutil.copytree(built, out)
+    return out
+
+
+def problems(root, level="full"):
+    return verify_dataset(root, level).problems
+
+
+def edit_manifest(root, fn):
+    path = root / "manifest.json"
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def shard(root, split="train", k=1):
+    return root / split / f"shard-{k:06d}.bin", root / split / f"shard-{k:06d}.idx"
+
+
+def patch(path, offset, data: bytes):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def only(found, path, *fragments):
+    """Exactly one problem, naming `path`, containing every fragment."""
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{path}: "), found
+    for frag in fragments:
+        assert frag in found[0], (frag, found[0])
+
+
+# -- intact ---------------------------------------------------------------------------------------
+def test_intact_dataset_passes_every_level(ds):
+    for level in verify_mod.LEVELS:
+        report = verify_dataset(ds, level)
+        assert report.ok and report.problems == [], report.problems
+        assert report.num_shards == sum(len(s.shards) for s in read_manifest(ds).splits.values())
+    assert verify_dataset(ds, "sizes").bytes_read == 0  # the cheap level reads no arrays
+    full = verify_dataset(ds, "full")
+    assert full.bytes_read == sum(p.stat().st_size for p in ds.rglob("*") if p.suffix in (".bin", ".idx")
+                                  and ".prep" not in p.parts)
+    assert check_dataset(ds) == [] and check_dataset(ds, quick=False) == []
+
+
+def test_cli_ok_and_exit_codes(ds, tmp_path):
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 0 and r.output.startswith("ok: "), r.output
+    r = runner.invoke(app, ["verify", "--quick", str(ds), "--no-progress"])
+    assert r.exit_code == 0 and "sizes and indexes" in r.output
+    r = runner.invoke(app, ["verify", str(tmp_path / "nope"), "--no-progress"])
+    assert r.exit_code == 1 and "no such directory" in r.output
+
+
+def test_cli_one_line_per_problem(ds):
+    b1, _ = shard(ds, k=0)
+    _, i2 = shard(ds, k=2)
+    patch(b1, 10, b"\xff\x00")
+    i2.write_bytes(i2.read_bytes()[:-3])
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 1
+    lines = r.output.strip().splitlines()
+    assert lines[0].startswith(f"{i2}: ") and "truncated" in lines[0]  # size problems first
+    assert lines[1].startswith(f"{b1}: sha256 ")
+    assert "problem(s)" in lines[-1] and "prep tokenize --overwrite" in lines[-1]
+
+
+# -- manifest -------------------------------------------------------------------------------------
+def test_missing_manifest(ds):
+    (ds / "manifest.json").unlink()
+    only(problems(ds), ds / "manifest.json", "missing", "not a complete prep dataset")
+    (ds / ".prep").mkdir(exist_ok=True)
+    (ds / ".prep" / "journal.jsonl").write_text("")
+    only(problems(ds), ds / "manifest.json", "unfinished `prep tokenize` run", "re-run")
+    assert verify_dataset(ds).summary().endswith("not a complete prep dataset")
+
+
+def test_manifest_not_json(ds):
+    (ds / "manifest.json").write_text('{"format_version": 1, "dty')
+    only(problems(ds), ds / "manifest.json", "not valid JSON")
+
+
+def test_manifest_other_format_version(ds):
+    edit_manifest(ds, lambda d: d.update(format_version=2))
+    only(problems(ds, "sizes"), ds / "manifest.json", "format_version 2")
+
+
+def test_manifest_missing_field(ds):
+    edit_manifest(ds, lambda d: d.pop("splits"))
+    only(problems(ds), ds / "manifest.json", "malformed manifest", "splits")
+
+
+def test_split_totals_disagree_with_shards(ds):
+    edit_manifest(ds, lambda d: d["splits"]["train"].update(num_docs=d["splits"]["train"]["num_docs"] + 1))
+    only(problems(ds, "sizes"), ds / "manifest.json", "split 'train' says")
+
+
+def test_dtype_too_narrow_for_vocab(ds):
+    edit_manifest(ds, lambda d: d.update(vocab_size=70000))
+    only(problems(ds, "sizes"), ds / "manifest.json", "cannot hold ids of a 70000-token vocabulary")
+
+
+def test_shard_list_out_of_order(ds):
+    edit_manifest(ds, lambda d: d["splits"]["train"]["shards"].reverse())
+    only(problems(ds, "sizes"), ds / "manifest.json", "out of name order")
+
+
+def test_unsafe_shard_name(ds):
+    edit_manifest(ds, lambda d: d["splits"]["val"]["shards"][0].update(name="../../etc/passwd"))
+    found = problems(ds, "sizes")
+    assert any("'../../etc/passwd'" in p and "not a plain file name" in p for p in found), found
+
+
+def test_bad_sha256_field(ds):
+    edit_manifest(ds, lambda d: d["splits"]["val"]["shards"][0].update(sha256="abc"))
+    found = problems(ds)
+    assert found[0].startswith(f"{ds / 'manifest.json'}: ") and "no valid sha256" in found[0]
+    assert len(found) == 2 and "does not match the manifest" in found[1]  # and the hash differs
+
+
+# -- sizes and headers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("ext", ["bin", "idx"])
+def test_missing_shard_file(ds, ext):
+    path = ds / "train" / f"shard-000001.{ext}"
+    path.unlink()
+    only(problems(ds, "sizes"), path, "missing", "train/shard-000001")
+
+
+def test_truncated_idx(ds):
+    _, idx = shard(ds)
+    idx.write_bytes(idx.read_bytes()[:-1])
+    for level in verify_mod.LEVELS:
+        only(problems(ds, level), idx, "truncated")
+
+
+def test_idx_shorter_than_its_header(ds):
+    _, idx = shard(ds)
+    idx.write_bytes(idx.read_bytes()[:20])
+    only(problems(ds, "sizes"), idx, "index is truncated (20 bytes")
+
+
+def test_idx_bad_magic(ds):
+    _, idx = shard(ds)
+    patch(idx, 0, b"NOTANIDX!")
+    only(problems(ds, "sizes"), idx, "not a Megatron MMIDIDX index")
+
+
+def test_idx_dtype_code_differs_from_manifest(ds):
+    _, idx = shard(ds)
+    patch(idx, 17, bytes([4]))  # int32
+    only(problems(ds, "sizes"), idx, "index dtype is int32, the manifest says uint16")
+
+
+def test_idx_document_count_differs_from_manifest(ds):
+    _, idx = shard(ds)
+    s, _ = struct.unpack_from("<QQ", idx.read_bytes(), 18)
+    patch(idx, 18, struct.pack("<QQ", s - 1, s))
+    found = problems(ds, "sizes")
+    assert len(found) == 2 and all(p.startswith(f"{idx}: ") for p in found), found
+    assert f"index holds {s - 1} documents, the manifest says {s}" in found[0]
+    assert "trailing bytes" in found[1]
+
+
+@pytest.mark.parametrize("delta", [-2, 2])
+def test_bin_size_differs_from_manifest(ds, delta):
+    b, _ = shard(ds, "val", 0)
+    data = b.read_bytes()
+    b.write_bytes(data[:delta] if delta < 0 else data + b"\0" * delta)
+    only(problems(ds, "sizes"), b, "truncated" if delta < 0 else "trailing bytes")
+
+
+def test_stray_files(ds):
+    (ds / "train" / "shard-000099.bin").write_bytes(b"\0\0")
+    (ds / "train" / "shard-000001.bin.tmp123").write_bytes(b"")
+    (ds / "extra").mkdir()
+    (ds / "extra" / "x.idx").write_bytes(b"")
+    (ds / "extra" / "notes.txt").write_text("fine")
+    (ds / ".cache").mkdir()
+    (ds / ".cache" / "y.bin").write_bytes(b"")  # dot-directories (caches, run state) are not looked at
+    assert problems(ds, "sizes") == []  # harmless to a loader: not checked on open
+    found = problems(ds, "index")
+    assert found == [
+        f"{ds / 'extra' / 'x.idx'}: shard file in extra/, a split the manifest does not have",
+        f"{ds / 'train' / 'shard-000001.bin.tmp123'}: in split directory train/ but not listed in the manifest "
+        "(left over from another run?)",
+        f"{ds / 'train' / 'shard-000099.bin'}: in split directory train/ but not listed in the manifest "
+        "(left over from another run?)",
+    ]
+
+
+# -- index structure ------------------------------------------------------------------------------
+def _arrays(idx):
+    _, lengths, pointers = read_idx(idx, mmap=False)
+    return len(lengths), IDX_HEADER_BYTES, IDX_HEADER_BYTES + 4 * len(lengths), IDX_HEADER_BYTES + 12 * len(lengths)
+
+
+def test_non_monotone_offsets(ds):
+    _, idx = shard(ds)
+    n, _, ptr_at, _ = _arrays(idx)
+    raw = idx.read_bytes()
+    p3, p4 = raw[ptr_at + 24:ptr_at + 32], raw[ptr_at + 32:ptr_at + 40]
+    patch(idx, ptr_at + 24, p4 + p3)  # swap offsets of documents 3 and 4
+    assert problems(ds, "sizes") == []  # same size: only the index level sees it
+    only(problems(ds, "index"), idx, "byte offset of document 3 is", "offsets must start at 0, increase")
+
+
+def test_first_offset_not_zero(ds):
+    _, idx = shard(ds)
+    _, _, ptr_at, _ = _arrays(idx)
+    patch(idx, ptr_at, struct.pack("<q", 2))
+    only(problems(ds, "index"), idx, "byte offset of document 0 is 2")
+
+
+def test_negative_length(ds):
+    _, idx = shard(ds)
+    _, len_at, _, _ = _arrays(idx)
+    patch(idx, len_at + 4 * 5, struct.pack("<i", -1))
+    only(problems(ds, "index"), idx, "document 5 has negative length -1")
+
+
+def test_lengths_do_not_sum_to_tokens(ds):
+    _, idx = shard(ds)
+    n, len_at, _, _ = _arrays(idx)
+    (last,) = struct.unpack_from("<i", idx.read_bytes(), len_at + 4 * (n - 1))
+    patch(idx, len_at + 4 * (n - 1), struct.pack("<i", last + 1))  # the last length moves no offset
+    only(problems(ds, "index"), idx, "document lengths add up to", "the manifest and the .bin size say")
+
+
+def test_document_indices_corrupt(ds):
+    _, idx = shard(ds)
+    n, _, _, doc_at = _arrays(idx)
+    patch(idx, doc_at + 8 * 3, struct.pack("<q", 7))
+    only(problems(ds, "index"), idx, "document_indices[3] is 7, expected 3")
+    patch(idx, doc_at + 8 * 3, struct.pack("<q", 3))
+    patch(idx, doc_at + 8 * n, struct.pack("<q", n + 1))
+    only(problems(ds, "index"), idx, f"document_indices[{n}] is {n + 1}, expected {n}")
+
+
+# -- full: sha256 and ids -------------------------------------------------------------------------
+def test_flipped_byte_changes_sha256(ds):
+    b, _ = shard(ds, "val", 0)
+    patch(b, 0, bytes([b.read_bytes()[0] ^ 0x01]))
+    assert problems(ds, "index") == []
+    found = problems(ds)
+    assert found[0].startswith(f"{b}: sha256 ") and "does not match the manifest's" in found[0], found
+
+
+def test_token_id_beyond_vocab_names_the_document(ds):
+    """The id check on its own: the manifest's sha256 is updated to the damaged bytes."""
+    import hashlib
+
+    m = read_manifest(ds)
+    b, idx = shard(ds, "train", 2)
+    _, lengths, _ = read_idx(idx, mmap=False)
+    token = int(lengths[:4].sum()) + 1  # second token of document 4
+    patch(b, 2 * token, struct.pack("<H", m.vocab_size))
+    sha = hashlib.sha256(b.read_bytes()).hexdigest()
+    edit_manifest(ds, lambda d: d["splits"]["train"]["shards"][2].update(sha256=sha))
+    only(problems(ds), b, f"token id {m.vocab_size} at token {token} (document 4)",
+         f"not below the vocabulary size {m.vocab_size}")
+
+
+def test_failed_units_are_a_note_not_a_problem(ds):
+    edit_manifest(ds, lambda d: d.update(failed_units=[{"unit": 3, "path": "x", "error": "bad gzip"}]))
+    report = verify_dataset(ds)
+    assert report.ok and len(report.notes) == 1 and "1 input unit(s) failed" in report.notes[0]
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 0 and "note: 1 input unit(s) failed" in r.output
+
+
+# -- chunking: problems found in any chunk, positions right across chunk edges ---------------------
+def make_dataset(root, docs: list[np.ndarray], dtype, vocab_size: int) -> None:
+    """A one-shard dataset written by the real ShardWriter, with a matching manifest."""
+    dtype = np.dtype(dtype)
+    with ShardWriter(root / "train", "shard-000000", dtype) as w:
+        w.add_documents(np.concatenate(docs).astype(dtype), np.array([len(d) for d in docs]))
+    info = w.info
+    write_manifest(root, Manifest(dtype=dtype.name, vocab_size=vocab_size, tokenizer={"name": "synthetic"},
+                                  splits={"train": SplitInfo(info.num_docs, info.num_tokens, (info,))}))
+
+
+@pytest.fixture
+def synthetic(tmp_path, monkeypatch):
+    monkeypatch.setattr(verify_mod, "INDEX_CHUNK", 7)    # 100 docs -> 15 index chunks
+    monkeypatch.setattr(verify_mod, "READ_BLOCK", 64)    # 64-byte reads: many blocks per shard
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 100_000, size=int(n)) for n in rng.integers(1, 40, size=100)]
+    make_dataset(tmp_path, docs, np.int32, 100_000)
+    return tmp_path, docs
+
+
+def test_chunked_checks_pass_on_intact_int32_dataset(synthetic):
+    root, _ = synthetic
+    assert problems(root) == []
+
+
+def test_chunked_offset_problem_found_in_a_later_chunk(synthetic):
+    root, docs = synthetic
+    idx = root / "train" / "shard-000000.idx"
+    n = len(docs)
+    ptr_at = IDX_HEADER_BYTES + 4 * n
+    patch(idx, ptr_at + 8 * 51, struct.pack("<q", 3))
+    only(problems(root, "index"), idx, "byte offset of document 51 is 3")
+
+
+@pytest.mark.parametrize("bad", [100_000, -5])
+def test_chunked_id_problem_position_across_blocks(synthetic, bad):
+    import hashlib
+
+    root, docs = synthetic
+    b = root / "train" / "shard-000000.bin"
+    doc = 77
+    token = sum(len(d) for d in docs[:doc])  # first token of document 77, far past the first block
+    patch(b, 4 * token, struct.pack("<i", bad))
+    sha = hashlib.sha256(b.read_bytes()).hexdigest()
+    edit_manifest(root, lambda d: d["splits"]["train"]["shards"][0].update(sha256=sha))
+    only(problems(root), b, f"token id {bad} at token {token} (document {doc})")
