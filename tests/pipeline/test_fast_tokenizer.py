@@ -1,0 +1,316 @@
+"""The fast tokenizer path gives exactly Hugging Face `tokenizers`' ids, or is not used.
+
+Engines under test: tiktoken built from a tokenizer.json (always) and gigatoken (when installed).
+Tokenizers: the real GPT-2 tokenizer.json (skipped when the asset is absent) and small byte-level BPEs
+trained here (always run): GPT-2 style (ByteLevel regex), Llama 3 style (Split regex + ByteLevel),
+and Qwen 2 style (that + an NFC normalizer).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline import fast_bpe
+from pipeline import tokenizers as ptok
+from pipeline.errors import PrepError
+from pipeline.recipe import TokenizerConfig
+from pipeline.tokenizers import FastPathMismatch, load_tokenizer
+
+tokenizers = pytest.importorskip("tokenizers")
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+GPT2_JSON = Path("/work/shared/assets/gpt2/tokenizer.json")
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+TRAIN_TEXT = [
+    "The quick brown fox jumps over the lazy dog. Don't panic; it's only 42 tokens, isn't it?",
+    "def tokenize(text):\n    return [ord(c) for c in text]  # 1234567890\n\n",
+    "Unicode: naïve café résumé, 日本語のテキスト, 한국어, العربية, emoji 😀👍🏽, math ∑∫√ ≠ ≤ ≥.",
+    "Whitespace   runs\t\tand\n\n\nnewlines    end here.  ",
+] * 40
+ENGINES = [e for e in fast_bpe.ENGINES if e != "gigatoken" or fast_bpe.gigatoken_available()]
+
+
+def _train(pre_tokenizer, normalizer=None, vocab_size=700) -> str:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizer
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>", "<|im_start|>"])
+    tok.train_from_iterator(TRAIN_TEXT, trainer)
+    return tok.to_str()
+
+
+def _split_byte_level(pattern: str):
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("tok")
+    out = {}
+    for name, pre, norm in (
+        ("gpt2_style", pre_tokenizers.ByteLevel(add_prefix_space=False), None),
+        ("llama3_style", _split_byte_level(LLAMA3_PATTERN), None),
+        ("qwen2_style", _split_byte_level(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")), normalizers.NFC()),
+    ):
+        p = d / f"{name}.json"
+        p.write_text(_train(pre, norm))
+        out[name] = p
+    return out
+
+
+def _hf(path: Path) -> Tokenizer:
+    tok = Tokenizer.from_file(str(path))
+    ptok._make_plain(tok)
+    return tok
+
+
+def _engine(engine: str, definition: str):
+    if engine == "gigatoken":
+        return fast_bpe.build_gigatoken(definition)
+    bpe, why = fast_bpe.analyze(definition)
+    assert bpe is not None, why
+    return fast_bpe.build_tiktoken(bpe)
+
+
+def _assert_same(tok: Tokenizer, encode, texts: list[str]) -> None:
+    want = [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
+    found = fast_bpe.first_mismatch(want, [encode(t) for t in texts])
+    assert found is None, fast_bpe.describe_mismatch(texts, found)
+    assert sum(map(len, want)) > 0 or not any(texts)  # not vacuous
+
+
+def _tokenizer_files(trained) -> list[tuple[str, Path]]:
+    files = [(k, v) for k, v in trained.items()]
+    if GPT2_JSON.is_file():
+        files.append(("gpt2", GPT2_JSON))
+    return files
+
+
+# -- identical ids --------------------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ENGINES)
+def test_torture_sample_identical(trained, engine):
+    for _name, path in _tokenizer_files(trained):
+        definition = path.read_text()
+        try:
+            encode = _engine(engine, definition)
+        except RuntimeError as e:  # gigatoken has no fast pre-tokenizer for some regexes: auto skips it
+            assert engine == "gigatoken", e
+            continue
+        tok = _hf(path)
+        special = [t.content for t in tok.get_added_tokens_decoder().values()]
+        _assert_same(tok, encode, fast_bpe.torture_sample(special))
+
+
+@pytest.mark.skipif(not GPT2_JSON.is_file(), reason="GPT-2 tokenizer.json asset absent")
+def test_gpt2_ranks_match_merges():
+    bpe, why = fast_bpe.analyze(GPT2_JSON.read_text())
+    assert bpe is not None, why
+    assert len(bpe.mergeable_ranks) == 50256 and bpe.special_tokens == {"<|endoftext|>": 50256}
+    assert bpe.mergeable_ranks[b" the"] == 262 and bpe.mergeable_ranks[b"!"] == 0
+    assert bpe.pat_str == fast_bpe.GPT2_PATTERN
+
+
+_unicode = st.text(st.characters(codec="utf-8"), max_size=120)
+_mixed = st.lists(st.one_of(_unicode, st.sampled_from([" ", "  ", "\n", "\n\n", "\t", "'s", "'LL", "123", "<|endoftext|>",
+                                                       "don't", " the", "ー", "e\u0301", "😀", "\u00a0"])),
+                  max_size=12).map("".join)
+
+
+@pytest.fixture(scope="module")
+def engines_under_test(trained):
+    """(label, hf tokenizer, fast encode) for every tokenizer x engine that converts."""
+    out = []
+    for name, path in _tokenizer_files(trained):
+        for engine in ENGINES:
+            try:
+                out.append((f"{name}/{engine}", _hf(path), _engine(engine, path.read_text())))
+            except RuntimeError:
+                assert engine == "gigatoken"
+    assert len(out) >= 3
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(_unicode, _mixed), min_size=1, max_size=8))
+def test_random_unicode_identical(engines_under_test, texts):
+    for _label, tok, encode in engines_under_test:
+        _assert_same(tok, encode, texts)
+
+
+# -- choosing the backend -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "qwen2_style"])
+def test_auto_picks_a_fast_engine(trained, name):
+    spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
+    assert spec.backend in ("tiktoken", "gigatoken")
+    assert spec.manifest_dict()["backend"] == spec.backend
+    spec = load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="tiktoken"))
+    assert spec.backend == "tiktoken" and spec.backend_reason == ""
+    assert load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="hf")).backend == "hf"
+
+
+def _edit(path: Path, tmp_path: Path, fn) -> Path:
+    d = json.loads(path.read_text())
+    fn(d)
+    out = tmp_path / "edited.json"
+    out.write_text(json.dumps(d))
+    return out
+
+
+def _wordpiece(tmp_path: Path) -> Path:
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(TRAIN_TEXT, trainers.WordPieceTrainer(vocab_size=300, show_progress=False,
+                                                                   special_tokens=["[UNK]", "[SEP]"]))
+    p = tmp_path / "wordpiece.json"
+    p.write_text(tok.to_str())
+    return p
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
+    (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "prefix space"),
+    (lambda d: d["model"].update(dropout=0.1), "dropout"),
+    (lambda d: d["added_tokens"].append({"id": 700, "content": "foo", "single_word": False, "lstrip": False,
+                                         "rstrip": False, "normalized": False, "special": False}), "not special"),
+    (None, "WordPiece"),
+])
+def test_not_convertible_falls_back_to_hf(trained, tmp_path, change, reason):
+    path = _wordpiece(tmp_path) if change is None else _edit(trained["gpt2_style"], tmp_path, change)
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    assert spec.backend == "hf"
+    assert reason in spec.backend_reason and spec.backend_reason.startswith("tokenizer backend hf")
+    with pytest.raises(PrepError, match="tiktoken cannot run"):
+        load_tokenizer(TokenizerConfig(path=str(path), backend="tiktoken", boundary="none"))
+
+
+def test_merges_out_of_rank_order_rule_out_tiktoken_only(trained, tmp_path):
+    """tiktoken ranks merges by their result's id; gigatoken follows the merges list like tokenizers."""
+    path = _edit(trained["gpt2_style"], tmp_path, lambda d: d["model"]["merges"].reverse())
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert spec.backend in ("hf", "gigatoken")
+    if spec.backend == "hf":
+        assert "rank order" in spec.backend_reason
+    with pytest.raises(PrepError, match="rank order"):
+        load_tokenizer(TokenizerConfig(path=str(path), backend="tiktoken"))
+
+
+def test_torture_mismatch_falls_back(trained, monkeypatch):
+    """An engine that passes the static checks but gives other ids is not used."""
+    real = fast_bpe.build_tiktoken
+
+    def off_by_one(bpe):
+        enc = real(bpe)
+        return lambda text: enc(text.replace("7", "8"))
+    monkeypatch.setattr(fast_bpe, "build_tiktoken", off_by_one)
+    monkeypatch.setattr(fast_bpe, "gigatoken_available", lambda: False)
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    assert spec.backend == "hf" and "tiktoken gave other ids" in spec.backend_reason
+
+
+# -- the encoder ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("boundary", ["eos", "bos", "both", "none"])
+def test_encoder_boundaries_match_hf_encoder(trained, boundary):
+    texts = ["hello world", "", "x", "<|endoftext|> as text", " \n "]
+    cfg = TokenizerConfig(path=str(trained["gpt2_style"]), boundary=boundary, bos_token="<|im_start|>")
+    fast = load_tokenizer(cfg)
+    hf = load_tokenizer(TokenizerConfig(path=cfg.path, boundary=boundary, bos_token="<|im_start|>", backend="hf"))
+    ids_f, len_f = fast.build_encoder().encode_batch(texts)
+    ids_h, len_h = hf.build_encoder().encode_batch(texts)
+    assert ids_f.dtype == ids_h.dtype == np.uint32
+    np.testing.assert_array_equal(ids_f, ids_h)
+    np.testing.assert_array_equal(len_f, len_h)
+    assert len_f[1] == 0 and int(len_f.sum()) == ids_f.size
+
+
+def test_worker_verification_catches_a_mismatch(trained):
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    enc = spec.build_encoder()
+    good = enc._encode_one
+    enc._encode_one = lambda text: good(text.replace("fox", "cat"))
+    enc.encode_batch(["the quick brown fox"])  # not armed: not checked
+    enc.verify_next_documents()
+    with pytest.raises(FastPathMismatch, match="backend: hf"):
+        enc.encode_batch(["the quick brown fox"])
+    # past VERIFY_CHARS, documents are not checked any more
+    enc = spec.build_encoder()
+    enc.verify_next_documents()
+    enc.encode_batch(["a" * ptok.VERIFY_CHARS])
+    enc._encode_one = lambda text: np.zeros(1, np.uint32)
+    enc.encode_batch(["the quick brown fox"])
+
+
+def test_first_unit_is_verified_in_the_worker(trained, tmp_path, monkeypatch):
+    """process_unit arms the check for unit 0: a wrong engine stops the run (not a failed unit)."""
+    from pipeline.executor import tokenize
+    from pipeline.recipe import Recipe
+    real = ptok._build_fast
+    monkeypatch.setattr(ptok, "_build_fast", lambda spec: (lambda t, enc=real(spec): enc(t.replace("o", "0"))))
+    _corpus(tmp_path / "corpus.jsonl", 40)
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(tmp_path / "corpus.jsonl")},
+                               "tokenizer": {"path": str(trained["gpt2_style"])},
+                               "output": {"dir": str(tmp_path / "out")}, "num_workers": 1})
+    with pytest.raises(FastPathMismatch):
+        tokenize(recipe, show_progress=False)
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_gigatoken_cache_guard_rebuilds(trained, monkeypatch):
+    monkeypatch.setattr(ptok, "GIGATOKEN_CACHE_BYTES", -1)  # any size: rebuild after every batch
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    assert spec.backend == "gigatoken"
+    enc = spec.build_encoder()
+    first = enc.encode_batch(TRAIN_TEXT[:8])
+    second = enc.encode_batch(TRAIN_TEXT[:8])
+    assert enc.num_rebuilds >= 1
+    np.testing.assert_array_equal(first[0], second[0])
+
+
+# -- end to end -----------------------------------------------------------------------------------
+def _corpus(path: Path, n: int = 300) -> None:
+    rng = np.random.default_rng(0)
+    extra = ["<|endoftext|>", "  \n\n", "日本語", "😀", "naïve", "e\u0301", "1234567", "\t"]
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            parts = [TRAIN_TEXT[int(rng.integers(4))][: int(rng.integers(0, 90))] for _ in range(3)]
+            parts.insert(int(rng.integers(3)), extra[i % len(extra)])
+            f.write(json.dumps({"text": "".join(parts) if i % 50 else ""}) + "\n")
+
+
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "gpt2"])
+def test_prep_tokenize_auto_and_hf_are_byte_identical(trained, tmp_path, name):
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    if name == "gpt2" and not GPT2_JSON.is_file():
+        pytest.skip("GPT-2 tokenizer.json asset absent")
+    tok_path = GPT2_JSON if name == "gpt2" else trained[name]
+    _corpus(tmp_path / "corpus.jsonl")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"name: t\nsource: {{path: {tmp_path / 'corpus.jsonl'}}}\ntokenizer: {{path: {tok_path}}}\n"
+                      f"output: {{dir: {tmp_path / 'out'}, shard_tokens: 5000, val_fraction: 0.1}}\n"
+                      "num_workers: 1\nunit_bytes: 65536\n")
+    outs = {}
+    for backend in ("auto", "hf"):
+        out = tmp_path / f"out_{backend}"
+        res = CliRunner().invoke(app, ["tokenize", "--recipe", str(recipe), "--output", str(out), "--no-progress",
+                                       "--set", f"tokenizer.backend={backend}"])
+        assert res.exit_code == 0, res.output
+        outs[backend] = out
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert (manifest["tokenizer"]["backend"] == "hf") == (backend == "hf")
+    files = sorted(p.relative_to(outs["hf"]) for p in outs["hf"].rglob("*") if p.suffix in (".bin", ".idx"))
+    assert len(files) >= 4
+    for rel in files:
+        assert (outs["auto"] / rel).read_bytes() == (outs["hf"] / rel).read_bytes(), rel
