@@ -1,11 +1,18 @@
 """What every reader shares: work units, document batches, input opening, the bad-record policy.
 
 A reader module provides two functions:
-    plan(source, source_index, files, unit_bytes) -> list[WorkUnit]     (parent, cheap: sizes only)
+    plan(source, source_index, files, unit_bytes) -> list[WorkUnit]     (parent: sizes, footers; see
+                                                                         readers/__init__.py for each format)
     iter_batches(unit, source, bad, batch_docs) -> Iterator[DocBatch]     (worker)
-Positions are stable identities of a record inside its file (the byte offset of a JSONL line in
-the decompressed stream, a row number for Parquet), so the train/val split and the rejects list do
-not depend on how the file was cut into units.
+Positions are stable identities of a record inside its file (the byte offset of a JSONL line or CSV
+record in the decompressed stream, a row number for Parquet and saved HF datasets, a row number within
+the shard for streamed HF datasets), so the train/val split and the rejects list do not depend on how
+the file was cut into units. Positions differ between formats (a byte offset is not a row number),
+so the same documents in two formats get the same train/val split only at val_fraction 0.
+
+Compressed inputs are decompressed here with end-of-stream checks: a truncated .gz or .zst stops its
+unit with an error naming the file and the compressed byte offset, never a silently short read
+(zstandard's stream reader returns EOF at a truncated frame; `_ZstdReader` does not).
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import gzip
 import io
 import json
 import os
-from dataclasses import asdict, dataclass
+import zlib
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -23,7 +32,7 @@ from pipeline.errors import PrepError
 from pipeline.recipe import is_url
 
 __all__ = ["WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS"]
+           "REJECT_PREVIEW_CHARS", "decode_errors", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 
@@ -40,6 +49,9 @@ class WorkUnit:
     start: int         # first byte (or row group), inclusive
     end: int           # last byte (or row group), exclusive; -1 = to the end of the file
     size: int          # input bytes covered, for progress and ETA
+    paths: tuple[str, ...] = ()  # several whole files in one unit (text, one document per file)
+    # reader-private data from plan() to the worker (a pickled HF shard); not part of the unit's identity
+    payload: bytes = field(default=b"", compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,20 +73,33 @@ class BadRecords:
         self.counts: dict[str, int] = {}
         self.rows: list[dict] = []
 
-    def reject(self, reason: str, position: int, raw, detail: str = "", line: int | None = None) -> None:
-        preview = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    def reject(self, reason: str, position: int, raw, detail: str = "", line: int | None = None,
+               row: int | None = None, path: str | None = None) -> None:
+        """One bad record: `position` as in DocBatch; `line` (1-based) or `row` (0-based) when known."""
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            preview = bytes(raw[:4 * REJECT_PREVIEW_CHARS]).decode("utf-8", "replace")
+        else:
+            preview = str(raw)
         preview = preview[:REJECT_PREVIEW_CHARS]
-        where = f"{self.unit.path} at {'line ' + str(line) if line is not None else 'byte ' + str(position)}"
+        path = path or self.unit.path
+        at = f"line {line}" if line is not None else f"row {row}" if row is not None else f"byte {position}"
         if self.policy == "error":
-            raise PrepError(f"{where}: {reason}{': ' + detail if detail else ''} (record starts {preview[:60]!r}); "
-                            "fix the record, or set on_bad_record: skip to count and list such records")
+            raise PrepError(f"{path} at {at}: {reason}{': ' + detail if detail else ''} (record starts "
+                            f"{preview[:60]!r}); fix the record, or set on_bad_record: skip to count and list "
+                            "such records")
         self.counts[reason] = self.counts.get(reason, 0) + 1
-        row = {"source": self.unit.path, "position": int(position), "reason": reason, "text": preview}
+        entry = {"source": path, "position": int(position), "reason": reason, "text": preview}
         if line is not None:
-            row["line"] = line
+            entry["line"] = line
+        if row is not None:
+            entry["row"] = row
         if detail:
-            row["detail"] = detail
-        self.rows.append(row)
+            entry["detail"] = detail
+        self.rows.append(entry)
+
+    def count(self, reason: str, n: int = 1) -> None:
+        """A document dropped by a filter (min/max chars): counted in the manifest, not listed."""
+        self.counts[reason] = self.counts.get(reason, 0) + n
 
     def write(self, path: str | os.PathLike) -> None:
         with open(path, "w", encoding="utf-8") as f:
@@ -91,32 +116,120 @@ def compression_of(path: str) -> str | None:
     return None
 
 
-def file_size(path: str) -> int:
+def local_path(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def file_size(path: str, storage_options: dict | None = None) -> int:
+    try:
+        if is_url(path):
+            import fsspec
+            fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            return int(fs.size(p))
+        return os.path.getsize(local_path(path))
+    except FileNotFoundError:
+        raise PrepError(f"source.path: {path} does not exist") from None
+    except PrepError:
+        raise
+    except Exception as e:  # network, credentials
+        raise PrepError(f"source.path: cannot read {path} ({type(e).__name__}: {e}); check the URL and "
+                        "source.storage_options") from None
+
+
+def open_raw(path: str, storage_options: dict | None = None) -> BinaryIO:
     if is_url(path):
         import fsspec
-        fs, p = fsspec.core.url_to_fs(path)
-        return int(fs.size(p))
-    return os.path.getsize(path[len("file://"):] if path.startswith("file://") else path)
+        return fsspec.open(path, "rb", **(storage_options or {})).open()
+    return open(local_path(path), "rb")
 
 
-def _open_raw(path: str) -> BinaryIO:
-    if is_url(path):
-        import fsspec
-        return fsspec.open(path, "rb").open()
-    return open(path[len("file://"):] if path.startswith("file://") else path, "rb")
+class InputCorrupt(OSError):
+    """A compressed stream that ends early or does not decode."""
 
 
-def open_input(path: str) -> tuple[BinaryIO, BinaryIO]:
+class _ZstdReader(io.RawIOBase):
+    """Decompress a (multi-frame) .zst stream; a frame cut short raises InputCorrupt."""
+
+    FEED = 1 << 17  # compressed bytes per step: bounds the output of one step to FEED x the ratio
+
+    def __init__(self, raw: BinaryIO):
+        import zstandard
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
+        self._obj = None       # the frame being decoded, None between frames
+        self._in = b""         # compressed bytes not fed yet (from the next frame)
+        self._out = b""
+        self._out_pos = 0
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while self._out_pos >= len(self._out):
+            if self._eof:
+                return 0
+            self._fill()
+        n = min(len(b), len(self._out) - self._out_pos)
+        b[:n] = self._out[self._out_pos:self._out_pos + n]
+        self._out_pos += n
+        return n
+
+    def _fill(self) -> None:
+        data = self._in or self._raw.read(self.FEED)
+        self._in = b""
+        if not data:
+            if self._obj is not None:
+                raise InputCorrupt("the last zstd frame is truncated (end of file inside a frame)")
+            self._eof = True
+            return
+        if self._obj is None:
+            self._obj = self._dctx.decompressobj()
+        try:
+            self._out, self._out_pos = self._obj.decompress(data), 0
+        except Exception as e:  # zstd.ZstdError
+            raise InputCorrupt(f"zstd: {e}") from None
+        if self._obj.eof:
+            self._in = self._obj.unused_data
+            self._obj = None
+
+
+def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
     """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress)."""
-    raw = _open_raw(path)
+    raw = open_raw(path, storage_options)
     comp = compression_of(path)
     if comp == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw
     if comp == "zstd":
-        import zstandard
-        reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(raw, read_across_frames=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20), raw
+        return io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 20), raw
     return raw, raw
+
+
+@contextmanager
+def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte"):
+    """Turn a damaged input (truncated/corrupt .gz/.zst, vanished file) into a PrepError naming the file
+    and the byte offset reached, with the fix."""
+    try:
+        yield
+    except PrepError:
+        raise
+    except FileNotFoundError:
+        raise PrepError(f"{path}: file disappeared during the run") from None
+    except (EOFError, OSError, zlib.error) as e:  # gzip: EOFError/BadGzipFile/zlib.error; zstd: InputCorrupt
+        try:
+            offset = raw.tell()
+        except Exception:
+            offset = "?"
+        raise PrepError(f"{path}: corrupt or truncated input near {what} {offset} ({type(e).__name__}: {e}); "
+                        "replace the file and re-run to resume") from None
+
+
+def decode_utf8(data: bytes, errors: str) -> str | None:
+    """data as str; None when it is not UTF-8 and `errors` is skip (the caller rejects the record)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace") if errors == "replace" else None
 
 
 def get_field(record, dotted: str):

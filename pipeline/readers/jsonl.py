@@ -9,30 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import orjson
 
-from pipeline.errors import PrepError
+from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import (
     BadRecords,
     DocBatch,
     WorkUnit,
     compression_of,
+    decode_errors,
     file_size,
-    get_field,
     open_input,
 )
 from pipeline.recipe import SourceConfig
 
-__all__ = ["plan", "iter_batches", "iter_lines", "plan_byte_ranges"]
+__all__ = ["plan", "iter_batches", "iter_lines", "plan_byte_ranges", "seek_line_start"]
 
 READ_BLOCK = 4 << 20  # bytes per read(): big enough to amortise syscalls, small next to a worker's budget
+SEEK_BLOCK = 64 << 10  # bytes per read() while looking for the first line start of a unit
 
 
-def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: str) -> list[WorkUnit]:
+def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: str,
+                     storage_options: dict | None = None) -> list[WorkUnit]:
     units = []
     for fi, path in enumerate(files):
-        size = file_size(path)
+        size = file_size(path, storage_options)
         if compression_of(path) or size <= unit_bytes:
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
             continue
@@ -43,16 +44,20 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
-    return plan_byte_ranges(source_index, files, unit_bytes, "jsonl")
+    return plan_byte_ranges(source_index, files, unit_bytes, "jsonl", source.storage_options)
 
 
-def iter_lines(f, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+def iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(offset, line without newline) for lines whose first byte is in [start, end); end=-1: to EOF.
 
     `f` is positioned at `start` (a line start: 0, or right after a newline found by the caller).
+    A line longer than `max_bytes` is yielded cut short (but still longer than `max_bytes`, so the
+    caller can tell), and never held whole in memory.
     """
     pos = start
     pending: list[bytes] = []  # pieces of a line longer than one block (no O(n^2) re-concatenation)
+    pending_len = 0
+    cap = max_bytes + 1 if max_bytes is not None else None
     while True:
         chunk = f.read(READ_BLOCK)
         if not chunk:
@@ -61,16 +66,20 @@ def iter_lines(f, start: int, end: int) -> Iterator[tuple[int, bytes]]:
             return
         first_nl = chunk.find(b"\n")
         if first_nl < 0:
-            pending.append(chunk)
+            if cap is None or pending_len < cap:
+                pending.append(chunk)
+            pending_len += len(chunk)
             continue
         if pending:
-            pending.append(chunk[:first_nl])
+            if cap is None or pending_len < cap:
+                pending.append(chunk[:first_nl])
+            length = pending_len + first_nl
             line = b"".join(pending)
-            pending = []
+            pending, pending_len = [], 0
             if 0 <= end <= pos:
                 return
             yield pos, line
-            pos += len(line) + 1
+            pos += length + 1
             chunk = chunk[first_nl + 1:]
         lines = chunk.split(b"\n")
         tail = lines.pop()
@@ -83,24 +92,35 @@ def iter_lines(f, start: int, end: int) -> Iterator[tuple[int, bytes]]:
             return
         if tail:
             pending.append(tail)
+            pending_len = len(tail)
 
 
 def seek_line_start(f, start: int) -> int:
     """Position `f` at the first line starting at or after `start`; returns that offset."""
     if start == 0:
         return 0
-    f.seek(start - 1)
-    skipped = f.readline()  # the rest of the line that started before `start` (b"\n" if none)
-    return start - 1 + len(skipped)
+    pos = start - 1
+    f.seek(pos)
+    while True:  # the rest of the line that started before `start`, in blocks (it may be huge)
+        block = f.read(SEEK_BLOCK)
+        i = block.find(b"\n")
+        if i >= 0 or not block:
+            pos += i + 1 if i >= 0 else 0
+            f.seek(pos)
+            return pos
+        pos += len(block)
 
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
-    stream, raw = open_input(unit.path)
-    field = source.text_field
-    texts: list[str] = []
-    positions: list[int] = []
+    stream, raw = open_input(unit.path, source.storage_options)
+    extract = TextExtractor(source.text_field, source.text_template)
+    batcher = Batcher(source, bad, batch_docs)
+    max_bytes = source.max_record_bytes
+    limit = max_bytes if max_bytes is not None else float("inf")
+    replace = source.encoding_errors == "replace"
     raw_start = unit.start if stream is raw else 0
     reported = 0  # input bytes reported so far; the last batch tops it up to unit.size
+    count_lines = unit.start == 0  # line numbers for the rejects list are known from the file start only
 
     def progress() -> int:
         nonlocal reported
@@ -108,40 +128,36 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         reported += delta
         return delta
 
-    try:
-        with stream:
-            pos = seek_line_start(stream, unit.start)
-            lines = iter_lines(stream, pos, unit.end) if unit.end < 0 or pos < unit.end else iter(())
-            for offset, line in lines:
-                if not line.strip():
-                    continue  # blank lines are not records
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError as e:
-                    reason = "invalid_utf8" if "utf-8" in str(e).lower() else "malformed_json"
-                    bad.reject(reason, offset, line, str(e)[:120])
+    with stream, decode_errors(unit.path, raw):
+        pos = seek_line_start(stream, unit.start)
+        lines = iter_lines(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end else iter(())
+        for lineno, (offset, line) in enumerate(lines, 1):
+            at = lineno if count_lines else None
+            if len(line) > limit:
+                bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
+                           line=at)
+                continue
+            if not line.strip():
+                continue  # blank lines are not records
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                if "utf-8" not in str(e).lower():
+                    bad.reject("malformed_json", offset, line, str(e)[:120], line=at)
+                    continue
+                if not replace:
+                    bad.reject("invalid_utf8", offset, line, str(e)[:120], line=at)
                     continue
                 try:
-                    text = get_field(record, field)
-                except KeyError:
-                    bad.reject("missing_field", offset, line, f"no {field!r}")
+                    record = orjson.loads(line.decode("utf-8", "replace"))
+                except orjson.JSONDecodeError as e2:
+                    bad.reject("malformed_json", offset, line, str(e2)[:120], line=at)
                     continue
-                if not isinstance(text, str):
-                    bad.reject("null_text" if text is None else "non_string_text", offset, line,
-                               f"{field!r} is {type(text).__name__}")
-                    continue
-                texts.append(text)
-                positions.append(offset)
-                if len(texts) >= batch_docs:
-                    yield DocBatch(texts, np.asarray(positions, dtype=np.int64), progress())
-                    texts, positions = [], []
-    except PrepError:
-        raise
-    except FileNotFoundError:
-        raise PrepError(f"{unit.path}: file disappeared during the run") from None
-    except Exception as e:  # gzip: EOFError/BadGzipFile; zstd: ZstdError; both mean a damaged file
-        if not isinstance(e, (EOFError, OSError)) and not type(e).__module__.startswith("zstd"):
-            raise
-        raise PrepError(f"{unit.path}: corrupt or truncated input near compressed byte {raw.tell()} "
-                        f"({type(e).__name__}: {e}); replace the file and re-run to resume") from None
-    yield DocBatch(texts, np.asarray(positions, dtype=np.int64), unit.size - reported)
+            try:
+                text = extract(record)
+            except RecordError as e:
+                bad.reject(e.reason, offset, line, e.detail, line=at)
+                continue
+            if batcher.add(text, offset):
+                yield batcher.take(progress())
+    yield batcher.take(unit.size - reported)

@@ -1,0 +1,227 @@
+"""Hugging Face datasets: a hub id (with `name`, `split`), a `save_to_disk` directory, or one of
+`datasets`' own builders over files (`path: json|parquet|csv|text` with `data_files`).
+
+* Not streaming (a saved directory, or a dataset `load_dataset` downloads and prepares into the HF
+  cache, as nanoGPT's prepare.py does): the dataset is memory-mapped Arrow with random access, so
+  work units are row ranges of about `unit_bytes` (finer and better balanced than its cache files);
+  a record's position is its row number. Units carry the Arrow files the parent resolved, and workers
+  memory-map those (no hub request, no second download); a split slice (`train[:10%]`) or a remote
+  saved dataset (copied to a temporary directory) is instead loaded again by each worker.
+* `streaming: true` (corpora larger than the disk): nothing is downloaded up front; work units are
+  the dataset's own shards (`IterableDataset.shard`, one per data file), a record's position is its
+  row number within its shard. A shard cannot be split, so when the shards cannot be spread evenly
+  over the workers (fewer shards than workers, or a last round that leaves workers idle) a warning
+  says so. Progress counts shards (their sizes are not known up front).
+Only the columns the text needs are read (`select_columns`).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.errors import PrepError
+from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.readers.base import BadRecords, DocBatch, WorkUnit, local_path
+from pipeline.recipe import SourceConfig, is_url
+
+__all__ = ["plan", "iter_batches", "warn_unbalanced", "load"]
+
+log = logging.getLogger("prep")
+STREAM_SHARD_NOMINAL_BYTES = 1 << 20  # progress weight of one streamed shard when its size is unknown
+_CACHE: dict = {}  # per process: (path, name, split, data_files, streaming) -> dataset
+
+
+_SAVED_MARKERS = ("state.json", "dataset_dict.json", "dataset_info.json")
+
+
+def _is_saved_dir(path: str, storage_options: dict | None = None) -> bool:
+    """A directory written by save_to_disk (local, or at an fsspec URL)."""
+    if is_url(path):
+        import fsspec
+        try:
+            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            return any(fs.exists(f"{root.rstrip('/')}/{f}") for f in _SAVED_MARKERS)
+        except Exception:
+            return False
+    p = Path(local_path(path))
+    return p.is_dir() and any((p / f).exists() for f in _SAVED_MARKERS)
+
+
+def load(source: SourceConfig):
+    """The dataset of a source (cached per process)."""
+    key = (source.path, source.name, source.split, repr(source.data_files), source.streaming)
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        import datasets
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise PrepError("format hf needs the `datasets` package: pip install datasets") from None
+    split = source.split or "train"
+    try:
+        if _is_saved_dir(source.path, source.storage_options):
+            ds = datasets.load_from_disk(local_path(source.path), storage_options=source.storage_options or None)
+            if isinstance(ds, datasets.DatasetDict):
+                if split not in ds:
+                    raise PrepError(f"source.split: {split!r} is not a split of {source.path} "
+                                    f"(it has {', '.join(ds)})")
+                ds = ds[split]
+            if source.streaming:
+                log.warning("%s: a saved dataset is memory-mapped, not streamed; streaming: true is ignored",
+                            source.path)
+        else:
+            data_files = list(source.data_files) if isinstance(source.data_files, (list, tuple)) else source.data_files
+            ds = datasets.load_dataset(source.path, source.name, split=split, data_files=data_files,
+                                       streaming=source.streaming, storage_options=source.storage_options or None)
+    except PrepError:
+        raise
+    except Exception as e:  # no network, unknown id, bad config/split
+        raise PrepError(f"source.path: cannot load the Hugging Face dataset {source.path!r}"
+                        f"{' (name ' + repr(source.name) + ')' if source.name else ''}, split {split!r}: "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; for a hub id the hub "
+                        "must be reachable (or the dataset cached); a local copy can be given as a "
+                        "save_to_disk directory") from None
+    _CACHE[key] = ds
+    return ds
+
+
+def _streamed(ds) -> bool:
+    import datasets
+    return isinstance(ds, datasets.IterableDataset)
+
+
+def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
+    ds = load(source)
+    _check_columns(ds, source)
+    path = source.path
+    if _streamed(ds):
+        n = ds.num_shards
+        size = int(getattr(ds.info, "dataset_size", None) or 0) // max(n, 1) or STREAM_SHARD_NOMINAL_BYTES
+        # each unit carries its shard, pickled (a few KB): a worker unpickles it in milliseconds instead of
+        # resolving the dataset again with load_dataset (seconds)
+        return [WorkUnit(0, source_index, i, path, "hf", i, i + 1, size,
+                         payload=pickle.dumps(ds.shard(num_shards=n, index=i))) for i in range(n)]
+    rows = len(ds)
+    if rows == 0:
+        return []
+    total = int(ds.data.nbytes) or rows
+    per_unit = max(1, unit_bytes * rows // total)
+    files = _arrow_files(ds, source)
+    return [WorkUnit(0, source_index, 0, path, "hf", a, min(a + per_unit, rows),
+                     max(1, total * (min(a + per_unit, rows) - a) // rows), files)
+            for a in range(0, rows, per_unit)]
+
+
+def _arrow_files(ds, source: SourceConfig) -> tuple[str, ...]:
+    """The Arrow files that hold exactly the dataset's rows in order, when they do: workers then open
+    them directly (memory-mapped), with no hub request and no second download of a remote saved
+    dataset. Empty when the dataset is a view (a split slice like train[:10%], an indices mapping)."""
+    import datasets
+    if "[" in (source.split or "") or getattr(ds, "_indices", None) is not None or not ds.cache_files:
+        return ()
+    if is_url(source.path):  # a remote saved dataset is copied to a temporary directory: not stable
+        return ()              # across a resume, so each worker loads (downloads) it itself
+    files = tuple(f["filename"] for f in ds.cache_files)
+    try:
+        if sum(len(datasets.Dataset.from_file(f)) for f in files) != len(ds):
+            return ()
+    except Exception:
+        return ()
+    return files
+
+
+def _load_unit(unit: WorkUnit, source: SourceConfig):
+    """The dataset a unit reads: its own pickled shard (streaming), its Arrow files, or a fresh load."""
+    if unit.payload:
+        return pickle.loads(unit.payload)
+    if not unit.paths:
+        return load(source)
+    if unit.paths not in _CACHE:
+        import datasets
+        parts = [datasets.Dataset.from_file(f) for f in unit.paths]
+        _CACHE[unit.paths] = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    return _CACHE[unit.paths]
+
+
+def warn_unbalanced(source: SourceConfig, units: list[WorkUnit], workers: int) -> None:
+    if not source.streaming or not units or _is_saved_dir(source.path, source.storage_options):
+        return
+    n = len(units)
+    if n < workers:
+        log.warning("%s: the streamed dataset has %d shard(s) for %d workers; only %d worker(s) will be busy "
+                    "(a shard cannot be split: stream fewer workers, or use a dataset with more data files)",
+                    source.path, n, workers, n)
+    elif n % workers and n < 8 * workers:
+        rounds = -(-n // workers)
+        log.warning("%s: %d shards over %d workers cannot be balanced: the last round keeps %d of %d workers "
+                    "busy (about %.0f%% of the pool used)", source.path, n, workers, n % workers, workers,
+                    100.0 * n / (rounds * workers))
+
+
+def _check_columns(ds, source: SourceConfig) -> None:
+    names = ds.column_names
+    if names is None:  # a streamed dataset without known features: checked row by row
+        return
+    extract = TextExtractor(source.text_field, source.text_template)
+    missing = [c for c in extract.columns if c not in names]
+    if missing:
+        what = "text_template field" if source.text_template else "text_field"
+        raise PrepError(f"source.{'text_template' if source.text_template else 'text_field'}: {what} "
+                        f"{missing[0]!r} is not a column of {source.path}; it has {', '.join(map(repr, names))}")
+
+
+def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
+    ds = _load_unit(unit, source)
+    extract = TextExtractor(source.text_field, source.text_template)
+    batcher = Batcher(source, bad, batch_docs)
+    limit = source.max_record_bytes
+    plain = source.text_template is None and "." not in extract.field
+    where = f"{unit.path} shard {unit.start}" if _streamed(ds) else f"{unit.path} rows {unit.start}..{unit.end}"
+    if ds.column_names is not None:
+        ds = ds.select_columns([c for c in extract.columns if c in ds.column_names])
+    row = unit.start if not _streamed(ds) else 0
+    for columns in _iter_column_batches(ds, unit, batch_docs, where):
+        values = columns.get(extract.field) if plain else None
+        n = len(next(iter(columns.values()))) if columns else 0
+        for i in range(n):
+            pos = row + i
+            try:
+                if plain:
+                    if values is None:
+                        raise RecordError("missing_field", f"no {extract.field!r}")
+                    text = extract.check(extract.field, values[i])
+                else:
+                    text = extract({k: v[i] for k, v in columns.items()})
+            except RecordError as e:
+                shown = values[i] if plain and values is not None else {k: v[i] for k, v in columns.items()}
+                bad.reject(e.reason, pos, str(shown), e.detail, row=pos, path=where)
+                continue
+            if limit is not None and len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+                bad.reject("record_too_large", pos, text, f"text longer than max_record_bytes {limit}", row=pos,
+                           path=where)
+                continue
+            if batcher.add(text, pos):
+                yield batcher.take(0)
+        row += n
+    yield batcher.take(unit.size)
+
+
+def _iter_column_batches(ds, unit: WorkUnit, batch_docs: int, where: str) -> Iterator[dict]:
+    """Dicts of column -> list of values, `batch_docs` rows each, for the unit's rows or shard."""
+    if _streamed(ds):
+        shard = ds if unit.payload else ds.shard(num_shards=ds.num_shards, index=unit.start)
+        it = iter(shard.iter(batch_size=batch_docs))
+    else:
+        arrow = ds.with_format("arrow")
+        it = (arrow[a:min(a + batch_docs, unit.end)].to_pydict() for a in range(unit.start, unit.end, batch_docs))
+    while True:
+        try:
+            batch = next(it, None)
+        except Exception as e:  # a damaged data file, a network error mid-stream
+            raise PrepError(f"{where}: reading the dataset failed ({type(e).__name__}: {e}); fix the data and "
+                            "re-run to resume") from None
+        if batch is None:
+            return
+        yield batch

@@ -1,0 +1,230 @@
+"""Plain text (plain, .gz, .zst): one document per file, per line, or per `doc_separator` piece.
+
+* `doc_separator: null` (default): every file is one document. Small files are grouped into units of
+  about `unit_bytes` (a directory of a million files is not a million units); a document's position
+  is the file's number in the source's sorted file list (the unit's `file_index` is 0: the source is
+  one logical file whose records are its files), so the train/val split does not depend on grouping.
+* `doc_separator: "\\n"`: one document per line (a trailing "\\r" of CRLF files is dropped).
+* any other string: files are split on it, literally (not a regex).
+Empty pieces (blank lines, a separator at the end of a file) are not documents; whitespace is kept.
+
+Per-line and separator units are byte ranges of plain files, as for JSONL: a unit owns the pieces
+whose first byte lies in its range. That needs a separator that cannot overlap itself (no proper
+prefix equal to a suffix: "\\n", "<|endoftext|>", "\\x1e" are fine). For one that can ("\\n\\n",
+"----"), where a piece starts depends on where scanning started, so each file is one unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipeline.filters import Batcher
+from pipeline.readers.base import (
+    BadRecords,
+    DocBatch,
+    WorkUnit,
+    compression_of,
+    decode_errors,
+    decode_utf8,
+    file_size,
+    open_input,
+)
+from pipeline.readers.jsonl import iter_lines, plan_byte_ranges, seek_line_start
+from pipeline.recipe import SourceConfig
+
+__all__ = ["plan", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
+
+READ_BLOCK = 4 << 20
+
+
+def self_overlapping(sep: bytes) -> bool:
+    """True when two occurrences of `sep` can overlap ("aa", "abab"): byte-range cutting is unsafe."""
+    return any(sep[:k] == sep[-k:] for k in range(1, len(sep)))
+
+
+def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
+    so = source.storage_options
+    if source.doc_separator is not None:
+        if not self_overlapping(source.doc_separator.encode("utf-8")):
+            return plan_byte_ranges(source_index, files, unit_bytes, "text", so)
+        return [WorkUnit(0, source_index, fi, p, "text", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
+    units: list[WorkUnit] = []
+    group: list[str] = []
+    first, acc = 0, 0
+    for fi, path in enumerate(files):
+        size = file_size(path, so)
+        if group and acc + size > unit_bytes:
+            units.append(WorkUnit(0, source_index, 0, group[0], "text", first, fi, acc, tuple(group)))
+            group, first, acc = [], fi, 0
+        group.append(path)
+        acc += size
+    if group:
+        units.append(WorkUnit(0, source_index, 0, group[0], "text", first, len(files), acc, tuple(group)))
+    return units
+
+
+def iter_pieces(f, start: int, end: int, sep: bytes, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(offset, piece) for pieces (split on `sep`) whose first byte is in [start, end); end=-1: to EOF.
+
+    `f` is positioned at `start`, a piece start. A piece longer than `max_bytes` is yielded cut short
+    (still longer than `max_bytes`) and never held whole in memory.
+    """
+    n_sep = len(sep)
+    cap = max_bytes + 1 if max_bytes is not None else None
+    buf = bytearray()
+    k = 0          # buf[k:] is the current piece (so far)
+    scan = 0       # where to look for the next separator
+    head = None    # the kept start of an over-long piece
+    dropped = 0    # bytes of that piece not kept
+    pos = start
+    eof = False
+    while True:
+        i = buf.find(sep, max(k, scan))
+        if i >= 0:
+            if 0 <= end <= pos:
+                return
+            if head is None:
+                piece, n = bytes(buf[k:i]), i - k
+            else:
+                piece, n = head, len(head) + dropped + i - k
+                head, dropped = None, 0
+            yield pos, piece
+            pos += n + n_sep
+            k = scan = i + n_sep
+            continue
+        if eof:
+            if (len(buf) > k or head is not None) and not 0 <= end <= pos:
+                yield pos, bytes(buf[k:]) if head is None else head
+            return
+        del buf[:k]
+        k = 0
+        keep = n_sep - 1  # a separator may straddle the next read
+        if cap is not None and head is None and len(buf) > cap + keep:
+            head = bytes(buf[:cap])
+            dropped = len(buf) - cap - keep
+            del buf[:len(buf) - keep]
+        elif head is not None and len(buf) > keep:
+            dropped += len(buf) - keep
+            del buf[:len(buf) - keep]
+        scan = max(0, len(buf) - keep)
+        chunk = f.read(READ_BLOCK)
+        if chunk:
+            buf += chunk
+        else:
+            eof = True
+
+
+def seek_piece_start(f, start: int, sep: bytes) -> int | None:
+    """Position `f` at the first piece starting at or after `start` (sep must not overlap itself);
+    None when no piece starts there."""
+    if start == 0:
+        f.seek(0)
+        return 0
+    at = max(0, start - len(sep))
+    f.seek(at)
+    buf = b""
+    while True:
+        chunk = f.read(READ_BLOCK)
+        if not chunk:
+            return None
+        data = buf + chunk
+        i = data.find(sep)
+        if i >= 0:
+            piece = at + i + len(sep)
+            f.seek(piece)
+            return piece
+        keep = min(len(sep) - 1, len(data))  # a separator may straddle the next read
+        at += len(data) - keep
+        buf = data[len(data) - keep:] if keep else b""
+
+
+def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
+    if source.doc_separator is None:
+        yield from _iter_files(unit, source, bad, batch_docs)
+        return
+    sep = source.doc_separator.encode("utf-8")
+    per_line = sep == b"\n"
+    batcher = Batcher(source, bad, batch_docs)
+    limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
+    stream, raw = open_input(unit.path, source.storage_options)
+    raw_start = unit.start if stream is raw else 0
+    reported = 0
+    count = unit.start == 0  # line/piece numbers are known from the file start only
+
+    def progress() -> int:
+        nonlocal reported
+        delta = max(0, min(raw.tell() - raw_start, unit.size) - reported)
+        reported += delta
+        return delta
+
+    with stream, decode_errors(unit.path, raw):
+        if per_line:
+            pos = seek_line_start(stream, unit.start)
+            pieces = iter_lines(stream, pos, unit.end, source.max_record_bytes)
+        else:
+            pos = seek_piece_start(stream, unit.start, sep)
+            pieces = iter(()) if pos is None else iter_pieces(stream, pos, unit.end, sep, source.max_record_bytes)
+        if pos is not None and 0 <= unit.end <= pos:
+            pieces = iter(())
+        for number, (offset, piece) in enumerate(pieces, 1):
+            at = number if count else None
+            if per_line and piece.endswith(b"\r"):
+                piece = piece[:-1]
+            if not piece:
+                continue
+            if len(piece) > limit:
+                bad.reject("record_too_large", offset, piece, f"longer than max_record_bytes {source.max_record_bytes}",
+                           line=at)
+                continue
+            text = decode_utf8(piece, source.encoding_errors)
+            if text is None:
+                bad.reject("invalid_utf8", offset, piece, "not UTF-8", line=at)
+                continue
+            if batcher.add(text, offset):
+                yield batcher.take(progress())
+    yield batcher.take(unit.size - reported)
+
+
+def _read_capped(stream, limit: int | None) -> bytes:
+    """All of `stream`, or its first limit + 1 bytes when longer (the caller rejects it)."""
+    if limit is None:
+        return stream.read()
+    blocks, n = [], 0
+    while n <= limit:
+        block = stream.read(min(READ_BLOCK, limit + 1 - n))
+        if not block:
+            break
+        blocks.append(block)
+        n += len(block)
+    return b"".join(blocks)
+
+
+def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
+    batcher = Batcher(source, bad, batch_docs)
+    limit = source.max_record_bytes
+    so = source.storage_options
+    reported = done = 0
+    for j, path in enumerate(unit.paths or (unit.path,)):
+        number = unit.start + j  # the document's position: the file's number in the source
+        plain = not compression_of(path)
+        size = file_size(path, so) if plain and limit is not None else -1
+        if size >= 0 and size > limit:  # known too large without reading it
+            bad.reject("record_too_large", number, "", f"{size} bytes > max_record_bytes {limit}", path=path)
+            done += size
+            continue
+        stream, raw = open_input(path, so)
+        with stream, decode_errors(path, raw):
+            data = stream.read() if size >= 0 else _read_capped(stream, limit)
+            done += raw.tell()
+        if limit is not None and len(data) > limit:
+            bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
+                       path=path)
+            continue
+        text = decode_utf8(data, source.encoding_errors)
+        if text is None:
+            bad.reject("invalid_utf8", number, data, "not UTF-8", path=path)
+            continue
+        if batcher.add(text, number):
+            yield batcher.take(min(done, unit.size) - reported)
+            reported = min(done, unit.size)
+    yield batcher.take(unit.size - reported)

@@ -1,0 +1,130 @@
+"""An output `dir` that is an fsspec URL (`s3://bucket/prefix`, `gs://...`, `memory://...`).
+
+The run itself is local: shards, journal and lock live in a staging directory (`output.local_dir`,
+default ~/.cache/prep/staging/<name>-<hash of the URL>), so resume, determinism and the journal work
+exactly as for a local output. After finalize, each shard (`.bin`, then its `.idx`) and
+`rejects.jsonl` are uploaded one by one, remote files of an older run that the new manifest does not
+list are deleted, and `manifest.json` is uploaded last: a remote dataset with a manifest is complete.
+An interrupted upload is resumed by re-running the same command (files already uploaded from the
+same local file are skipped, `.prep/uploaded.json` in the staging directory). A remote manifest of
+the same recipe means "already complete"; one of another recipe is refused without --overwrite.
+The staging directory needs the dataset's size in local disk; it is kept after the upload.
+Two concurrent runs to one URL from different machines are not locked against each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from pipeline.errors import PrepError
+from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.recipe import Recipe
+
+__all__ = ["tokenize_to_url", "upload_dataset", "default_staging_dir"]
+
+UPLOAD_LOG = "uploaded.json"
+
+
+def default_staging_dir(recipe: Recipe, url: str) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "prep" / "staging" / f"{recipe.name}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
+
+
+def _fs(url: str, storage_options: dict):
+    import fsspec
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+    except Exception as e:
+        raise PrepError(f"output.dir: cannot open {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "output.storage_options") from None
+    return fs, root.rstrip("/")
+
+
+def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None, overwrite: bool = False,
+                    show_progress: bool = True, console=None):
+    from pipeline.executor import TokenizeResult, tokenize
+
+    fs, root = _fs(url, recipe.output.storage_options)
+    local = Path(recipe.output.local_dir).expanduser() if recipe.output.local_dir else default_staging_dir(recipe, url)
+    content = recipe.content_dict()
+    remote_manifest = f"{root}/{MANIFEST_NAME}"
+    try:
+        exists = fs.exists(remote_manifest)
+    except Exception as e:  # credentials, endpoint, missing bucket
+        raise PrepError(f"output.dir: cannot reach {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "output.storage_options") from None
+    if exists and not overwrite:
+        manifest = Manifest.from_dict(json.loads(fs.cat_file(remote_manifest)), where=remote_manifest)
+        if manifest.recipe != content:
+            raise PrepError(f"{url}: already holds a dataset made from a different recipe; choose another "
+                            "output.dir, or pass --overwrite to replace it")
+        return TokenizeResult(manifest, local, already_complete=True)
+    if exists:
+        fs.rm_file(remote_manifest)  # first: the remote dataset stops being "complete"
+    local.mkdir(parents=True, exist_ok=True)
+    result = tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
+                      show_progress=show_progress, console=console)
+    sent = upload_dataset(local, fs, root, result.manifest, url)
+    result.notes.append(f"uploaded {sent} file(s) to {url} (manifest last); staging copy in {local}")
+    return result
+
+
+def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> int:
+    """Upload a finished local dataset; manifest.json last. Returns the number of files sent."""
+    files = [f"{split}/{s.name}.{ext}" for split, info in manifest.splits.items() for s in info.shards
+             for ext in ("bin", "idx")]
+    if (local / "rejects.jsonl").exists():
+        files.append("rejects.jsonl")
+    log_path = local / ".prep" / UPLOAD_LOG
+    try:
+        log = json.loads(log_path.read_text())
+    except (OSError, ValueError):
+        log = {}
+    if log.get("url") != url:
+        log = {"url": url, "files": {}}
+    sent = 0
+    try:
+        for rel in files:
+            st = (local / rel).stat()
+            stamp = f"{st.st_size}:{st.st_mtime_ns}"
+            target = f"{root}/{rel}"
+            if log["files"].get(rel) == stamp and fs.exists(target):
+                continue
+            fs.put_file(str(local / rel), target)
+            log["files"][rel] = stamp
+            _save(log_path, log)
+            sent += 1
+        _remove_stale(fs, root, manifest, files)
+        fs.put_file(str(local / MANIFEST_NAME), f"{root}/{MANIFEST_NAME}")
+    except PrepError:
+        raise
+    except Exception as e:
+        raise PrepError(f"output.dir: upload to {url} failed ({type(e).__name__}: {e}); the local dataset in "
+                        f"{local} is complete: re-run the same command to finish the upload") from None
+    return sent + 1
+
+
+def _remove_stale(fs, root: str, manifest: Manifest, files: list[str]) -> None:
+    keep = set(files)
+    for split in ("train", "val"):
+        prefix = f"{root}/{split}"
+        try:
+            listed = fs.ls(prefix, detail=False)
+        except FileNotFoundError:
+            continue
+        for path in listed:
+            rel = f"{split}/{path.rstrip('/').rsplit('/', 1)[-1]}"
+            if rel not in keep:
+                fs.rm_file(path)
+    if "rejects.jsonl" not in keep and fs.exists(f"{root}/rejects.jsonl"):
+        fs.rm_file(f"{root}/rejects.jsonl")
+
+
+def _save(path: Path, log: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(log, sort_keys=True))
+    os.replace(tmp, path)

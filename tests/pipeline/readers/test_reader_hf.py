@@ -1,0 +1,106 @@
+"""Hugging Face datasets: saved directories (row ranges), builders over local files, streaming shards."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import datasets
+import pytest
+
+from pipeline.errors import PrepError
+from pipeline.readers import BadRecords
+from pipeline.readers import hf as hf_reader
+from pipeline.recipe import SourceConfig
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    hf_reader._CACHE.clear()
+    datasets.disable_progress_bars()
+    yield
+    hf_reader._CACHE.clear()
+
+
+def read_all(source: SourceConfig, unit_bytes: int = 1 << 16):
+    units = hf_reader.plan(source, 0, [source.path], unit_bytes)
+    texts, positions, bad = [], [], []
+    for u in units:
+        b = BadRecords(u, "skip")
+        for batch in hf_reader.iter_batches(u, source, b, 8):
+            texts += batch.texts
+            positions += batch.positions.tolist()
+        bad += b.rows
+    return units, texts, positions, bad
+
+
+def test_saved_dataset_dict_split_and_row_ranges(tmp_path):
+    texts = [f"row {i} " + "q" * (i % 50) for i in range(500)]
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts, "n": list(range(500))}),
+                               "test": datasets.Dataset.from_dict({"text": ["t"], "n": [0]})})
+    dd.save_to_disk(str(tmp_path / "saved"), num_shards={"train": 3, "test": 1})
+    units, got, positions, bad = read_all(SourceConfig(path=str(tmp_path / "saved"), format="hf"), unit_bytes=4096)
+    assert len(units) > 3 and got == texts and positions == list(range(500)) and not bad
+    assert read_all(SourceConfig(path=str(tmp_path / "saved"), format="hf", split="test"))[1] == ["t"]
+    with pytest.raises(PrepError, match=r"'validation' is not a split of .* \(it has train, test\)"):
+        read_all(SourceConfig(path=str(tmp_path / "saved"), format="hf", split="validation"))
+
+
+def test_null_values_and_template(tmp_path):
+    ds = datasets.Dataset.from_dict({"title": ["A", "B", None], "text": ["x", None, "z"]})
+    ds.save_to_disk(str(tmp_path / "s"))
+    _, got, _, bad = read_all(SourceConfig(path=str(tmp_path / "s"), format="hf"))
+    assert got == ["x", "z"] and [(r["reason"], r["row"]) for r in bad] == [("null_text", 1)]
+    _, got, _, bad = read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_template="{title}|{text}"))
+    assert got == ["A|x"] and len(bad) == 2
+    with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*; it has 'title', 'text'"):
+        read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_field="body"))
+
+
+def write_parts(tmp_path, n_files: int, per_file: int) -> list[str]:
+    files = []
+    for f in range(n_files):
+        p = tmp_path / f"part{f}.jsonl"
+        p.write_text("".join(json.dumps({"text": f"f{f} doc {i}", "meta": {"k": i}}) + "\n" for i in range(per_file)))
+        files.append(str(p))
+    return files
+
+
+def test_streaming_over_local_files_is_sharded_by_file(tmp_path, caplog):
+    files = write_parts(tmp_path, 3, 40)
+    source = SourceConfig(path="json", format="hf", data_files=files, streaming=True)
+    units, got, positions, bad = read_all(source)
+    assert [(u.start, u.end, u.file_index) for u in units] == [(0, 1, 0), (1, 2, 1), (2, 3, 2)]
+    assert got == [f"f{f} doc {i}" for f in range(3) for i in range(40)]
+    assert positions == list(range(40)) * 3 and not bad
+    with caplog.at_level(logging.WARNING, logger="prep"):
+        hf_reader.warn_unbalanced(source, units, 2)
+        hf_reader.warn_unbalanced(source, units, 4)
+        hf_reader.warn_unbalanced(source, units, 3)
+    assert len(caplog.records) == 2
+    assert "cannot be balanced: the last round keeps 1 of 2 workers busy" in caplog.records[0].message
+    assert "only 3 worker(s) will be busy" in caplog.records[1].message
+    dotted = SourceConfig(path="json", format="hf", data_files=files, streaming=True, text_template="{meta.k}:{text}")
+    assert read_all(dotted)[1][:2] == ["0:f0 doc 0", "1:f0 doc 1"]
+
+
+def test_builder_without_streaming_gives_the_same_documents(tmp_path):
+    files = write_parts(tmp_path, 2, 30)
+    units, got, positions, _ = read_all(SourceConfig(path="json", format="hf", data_files=files), unit_bytes=512)
+    assert got == [f"f{f} doc {i}" for f in range(2) for i in range(30)] and positions == list(range(60))
+    # workers open the prepared Arrow cache files directly (no second load_dataset, no hub request)
+    assert len(units) > 1 and units[0].paths and all(f.endswith(".arrow") for f in units[0].paths)
+    hf_reader._CACHE.clear()
+    units, got, positions, _ = read_all(SourceConfig(path="json", format="hf", data_files=files,
+                                                     split="train[10:40]"), unit_bytes=512)
+    assert not units[0].paths  # a slice is a view: workers load it the same way the parent did
+    assert got == [f"f0 doc {i}" for i in range(10, 30)] + [f"f1 doc {i}" for i in range(10)]
+    assert positions == list(range(30))  # row numbers of the dataset as loaded (the slice)
+
+
+def test_unreachable_hub_id_is_one_clear_error(monkeypatch):
+    import huggingface_hub.constants
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # read at import time, not from the env
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(PrepError, match=r"cannot load the Hugging Face dataset 'nobody/nothing-here'"):
+        hf_reader.plan(SourceConfig(path="nobody/nothing-here", format="hf"), 0, [], 1 << 20)

@@ -1,0 +1,106 @@
+"""Plain text: per file (grouped into units), per line, per separator (byte ranges when safe)."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.readers import BadRecords
+from pipeline.readers import text as text_reader
+from pipeline.recipe import SourceConfig
+
+
+def read_all(source: SourceConfig, files: list[str], unit_bytes: int = 1 << 16):
+    units = text_reader.plan(source, 0, files, unit_bytes)
+    texts, positions, bad = [], [], []
+    for u in units:
+        b = BadRecords(u, "skip")
+        for batch in text_reader.iter_batches(u, source, b, 5):
+            texts += batch.texts
+            positions += batch.positions.tolist()
+        bad += b.rows
+    return units, texts, positions, bad
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=20), st.sampled_from([b"\x1e", b"<|eot|>", b"ab"]),
+       st.integers(1, 40), st.integers(1, 9))
+def test_pieces_of_any_cut_give_each_piece_to_exactly_one_unit(parts, sep, cut, block):
+    data = sep.join(parts)
+    old = text_reader.READ_BLOCK
+    text_reader.READ_BLOCK = block
+    try:
+        got = []
+        for start in range(0, max(len(data), 1), cut):
+            f = io.BytesIO(data)
+            pos = text_reader.seek_piece_start(f, start, sep)
+            end = min(start + cut, len(data))
+            if pos is not None and (pos < end or not data):
+                got += list(text_reader.iter_pieces(f, pos, end if end < len(data) else -1, sep))
+    finally:
+        text_reader.READ_BLOCK = old
+    expect, offset = [], 0
+    for p in data.split(sep) if data else []:
+        expect.append((offset, p))
+        offset += len(p) + len(sep)
+    assert [(o, p) for o, p in got if p] == [(o, p) for o, p in expect if p]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=40), max_size=12), st.integers(1, 25))
+def test_long_pieces_are_cut_short_but_positions_stay_exact(parts, max_bytes):
+    sep = b"\x1e"
+    data = sep.join(p.replace(sep, b"") for p in parts)
+    old = text_reader.READ_BLOCK
+    text_reader.READ_BLOCK = 7
+    try:
+        got = list(text_reader.iter_pieces(io.BytesIO(data), 0, -1, sep, max_bytes))
+    finally:
+        text_reader.READ_BLOCK = old
+    offset = 0
+    for (o, piece), want in zip(got, data.split(sep)):
+        assert o == offset
+        if len(want) > max_bytes:
+            assert len(piece) > max_bytes and want.startswith(piece)
+        else:
+            assert piece == want
+        offset += len(want) + 1
+
+
+def test_self_overlapping_separator_gives_whole_file_units(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"x" * 200_000 + b"\n\n\n" + b"y" * 200_000)
+    assert text_reader.self_overlapping(b"\n\n") and not text_reader.self_overlapping(b"<|endoftext|>")
+    units, texts, _, _ = read_all(SourceConfig(path=str(path), doc_separator="\n\n"), [str(path)])
+    assert len(units) == 1 and texts == ["x" * 200_000, "\n" + "y" * 200_000]  # what str.split gives
+    units = text_reader.plan(SourceConfig(path=str(path), doc_separator="\n"), 0, [str(path)], 1 << 16)
+    assert len(units) > 1
+
+
+def test_per_line_drops_blank_lines_and_crlf(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"one\r\n\r\ntwo \n\nthree\xff\nfour")
+    source = SourceConfig(path=str(path), doc_separator="\n")
+    _, texts, positions, bad = read_all(source, [str(path)])
+    assert texts == ["one", "two ", "four"] and positions == [0, 7, 20]
+    assert [(r["reason"], r["line"]) for r in bad] == [("invalid_utf8", 5)]
+
+
+def test_one_document_per_file_groups_files_and_numbers_them(tmp_path):
+    files = []
+    for i in range(40):
+        p = tmp_path / f"d{i:02d}.txt"
+        p.write_bytes(f"doc {i}\n".encode() * (500 * (i % 3 + 1)))
+        files.append(str(p))
+    (tmp_path / "d07.txt").write_bytes(b"bad \xfe")
+    source = SourceConfig(path=str(tmp_path / "*.txt"), format="text")
+    units, texts, positions, bad = read_all(source, files)
+    assert 1 < len(units) < 40 and all(u.file_index == 0 for u in units)
+    assert sum(len(u.paths) for u in units) == 40
+    assert positions == [i for i in range(40) if i != 7]
+    assert texts[0] == "doc 0\n" * 500
+    assert [(r["reason"], r["source"], r["position"]) for r in bad] == [("invalid_utf8", files[7], 7)]
+    assert read_all(SourceConfig(path="x", format="text", max_record_bytes=5000), files)[3][0]["reason"] \
+        == "record_too_large"

@@ -1,0 +1,66 @@
+"""Recipe keys of the readers and filters: validated up front, credentials never reach the manifest."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import PrepError
+from pipeline.recipe import Recipe
+
+BASE = {"name": "t", "source": {"path": "x.jsonl"}, "tokenizer": {"path": "t.json"}, "output": {"dir": "o"}}
+
+
+def with_source(**keys) -> dict:
+    return {**BASE, "source": {**BASE["source"], **keys}}
+
+
+@pytest.mark.parametrize("patch,message", [
+    (with_source(text_template="{title"), "source.text_template: '{title' is not a valid template"),
+    (with_source(text_template="plain"), "source.text_template: 'plain' names no field"),
+    (with_source(text_template="{0}"), "source.text_template: field {0} in '{0}': name a record field"),
+    (with_source(min_chars=-1), "source.min_chars: must be >= 0"),
+    (with_source(min_chars=10, max_chars=5), "source.max_chars: must be >= min_chars (10)"),
+    (with_source(max_record_bytes=0), "source.max_record_bytes: must be positive or null"),
+    (with_source(encoding_errors="ignore"), "source.encoding_errors: 'ignore' is not one of skip, replace"),
+    (with_source(doc_separator="\n"), "source.doc_separator: only for format text"),
+    (with_source(streaming=True), "source.streaming: only for format hf (this source is jsonl)"),
+    (with_source(split="test"), "source.split: only for format hf"),
+    (with_source(storage_options="anon"), "source.storage_options: expected a mapping, got str 'anon'"),
+    (with_source(text_feild="x"), 'source.text_feild: unknown key (did you mean "text_field"?)'),
+    ({**BASE, "source": {"path": "a.txt", "text_template": "{x}"}}, "format text has no fields"),
+    ({**BASE, "source": {"path": ["a", "b"], "format": "hf"}}, "source.path: format hf takes one dataset"),
+    ({**BASE, "dedup": "fuzzy"}, "dedup: 'fuzzy' is not one of none, exact"),
+    ({**BASE, "sources": [{"path": "a.csv"}, {"path": "b.txt", "doc_separator": ""}]},
+     "sources[1].doc_separator: only for format text, and not empty"),
+])
+def test_reader_keys_are_checked(patch, message):
+    data = dict(patch)
+    if "sources" in data:
+        data.pop("source")
+    with pytest.raises(PrepError) as e:
+        Recipe.from_dict(data)
+    assert message in str(e.value)
+
+
+def test_formats_are_inferred_from_suffixes():
+    for path, fmt in [("a.csv.gz", "csv"), ("a.tsv", "tsv"), ("a.parquet", "parquet"), ("d/*.txt", "text"),
+                      ("a.jsonl.zst", "jsonl"), ("s3://b/x/*.parquet", "parquet")]:
+        assert Recipe.from_dict({**BASE, "source": {"path": path}}).sources[0].resolved_format() == fmt
+
+
+def test_storage_options_and_staging_stay_out_of_the_manifest_recipe():
+    r = Recipe.from_dict({**BASE, "source": {"path": "s3://b/x.jsonl", "storage_options": {"key": "K", "secret": "SECRET-XYZ"}},
+                          "output": {"dir": "s3://b/out", "storage_options": {"secret": "SECRET-XYZ"}, "local_dir": "/tmp/x"},
+                          "dedup": "exact"})
+    content = r.content_dict()
+    assert "storage_options" not in content["sources"][0] and "storage_options" not in content["output"]
+    assert "local_dir" not in content["output"] and content["dedup"] == "exact"
+    assert "SECRET-XYZ" not in repr(content)
+    assert r.sources[0].storage_options == {"key": "K", "secret": "SECRET-XYZ"}
+
+
+def test_hf_recipe_keys():
+    r = Recipe.from_dict({**BASE, "source": {"format": "hf", "path": "json", "data_files": ["a.jsonl", "b.jsonl"],
+                                             "streaming": True, "split": "train", "text_template": "{a}\n{b.c}"}})
+    s = r.sources[0]
+    assert s.streaming and s.data_files == ["a.jsonl", "b.jsonl"] and s.split == "train"

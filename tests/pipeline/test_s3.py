@@ -1,0 +1,147 @@
+"""fsspec URLs end to end against a real S3-protocol server (moto, on loopback): input and output."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.executor import tokenize
+from pipeline.manifest import read_manifest
+from pipeline.recipe import Recipe
+from tests.conftest import DEMO_TOKENIZER, demo_texts
+
+s3fs = pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {"key": "testing", "secret": "testing", "endpoint_url": f"http://{host}:{port}",
+               "client_kwargs": {"region_name": "us-east-1"}}
+    import boto3
+    boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="prep-test")
+    fs = s3fs.S3FileSystem(**options)
+    yield fs, options
+    server.stop()
+
+
+def recipe(sources, out: str, options: dict | None = None, workers: int = 1, **output_keys) -> Recipe:
+    output = {"dir": out, "shard_tokens": 30_000, "val_fraction": 0.1, "seed": 3, **output_keys}
+    if options is not None:
+        output["storage_options"] = options
+    return Recipe.from_dict({"name": "s3", "sources": sources, "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                             "output": output, "num_workers": workers, "unit_bytes": 65536})
+
+
+def local_tree(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and ".prep" not in p.parts and p.name != "manifest.json"}
+
+
+def test_s3_input_and_output_equal_a_local_run(tmp_path, s3):
+    fs, options = s3
+    texts = [t for t in demo_texts(900) if t]
+    parts = [texts[:300], texts[300:600], texts[600:]]
+    local = tmp_path / "in"
+    local.mkdir()
+    for i in range(2):
+        (local / f"p{i}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in parts[0][i::2]))
+    pq.write_table(pa.table({"text": parts[1]}), local / "b.parquet", row_group_size=50)
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows([["text"], *[[t] for t in parts[2]]])
+    (local / "c.csv").write_text(buf.getvalue())
+    for p in local.iterdir():
+        fs.put_file(str(p), f"prep-test/in/{p.name}")
+    remote_sources = [{"path": "s3://prep-test/in/p*.jsonl", "storage_options": options},
+                      {"path": "s3://prep-test/in/b.parquet", "storage_options": options},
+                      {"path": "s3://prep-test/in/c.csv", "storage_options": options}]
+    local_sources = [{"path": str(local / "p*.jsonl")}, {"path": str(local / "b.parquet")},
+                     {"path": str(local / "c.csv")}]
+
+    staging = tmp_path / "staging"
+    r = recipe(remote_sources, "s3://prep-test/out/ds", options, workers=2, local_dir=str(staging))
+    result = tokenize(r, show_progress=False)
+    assert any("uploaded" in n for n in result.notes)
+    ref = tmp_path / "ref"
+    tokenize(recipe(local_sources, str(ref)), show_progress=False)
+
+    got = {}
+    for path in fs.find("prep-test/out/ds"):
+        rel = path[len("prep-test/out/ds/"):]
+        got[rel] = fs.cat_file(path)
+    manifest = json.loads(got.pop("manifest.json"))
+    assert got == local_tree(ref) and len(got) >= 4
+    ref_manifest = json.loads((ref / "manifest.json").read_text())
+    assert manifest["splits"] == ref_manifest["splits"] and manifest["splits"]["val"]["num_docs"] > 0
+    assert "storage_options" not in json.dumps(manifest) and "testing" not in json.dumps(manifest)
+    assert read_manifest(staging).splits == read_manifest(ref).splits
+
+    again = tokenize(r, show_progress=False)  # the remote manifest says complete: nothing is redone
+    assert again.already_complete
+
+
+def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkeypatch):
+    import fsspec
+
+    texts = [t for t in demo_texts(400) if t]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    r = Recipe.from_dict({"name": "m", "source": {"path": str(corpus)}, "tokenizer": {"path": str(demo_tokenizer)},
+                          "output": {"dir": "memory://prep-upload/ds", "shard_tokens": 10_000,
+                                     "local_dir": str(tmp_path / "stage")}, "num_workers": 1,
+                          "unit_bytes": 65536})
+    fs = fsspec.filesystem("memory")
+    sent = []
+    real_put = type(fs).put_file
+    calls = {"n": 0}
+
+    def flaky_put(self, lpath, rpath, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ConnectionError("network went away")
+        sent.append(rpath.rsplit("/", 2)[-2:])
+        return real_put(self, lpath, rpath, *a, **k)
+
+    monkeypatch.setattr(type(fs), "put_file", flaky_put)
+    from pipeline.errors import PrepError
+    with pytest.raises(PrepError, match="upload to memory://prep-upload/ds failed .* re-run the same command"):
+        tokenize(r, show_progress=False)
+    assert not fs.exists("/prep-upload/ds/manifest.json")
+    first = len(sent)
+    tokenize(r, show_progress=False)  # the local dataset is complete; only the missing files are sent
+    assert sent[-1][-1] == "manifest.json"
+    names = ["/".join(x) for x in sent]
+    assert len(names) == len(set(names))  # nothing uploaded twice
+    m = read_manifest(tmp_path / "stage")
+    n_files = 2 * sum(len(s.shards) for s in m.splits.values()) + 1
+    assert len(sent) == n_files and first == 2
+
+
+def test_saved_hf_dataset_on_s3(tmp_path, s3):
+    import datasets
+
+    from pipeline.readers import BadRecords
+    from pipeline.readers import hf as hf_reader
+    from pipeline.recipe import SourceConfig
+    fs, options = s3
+    datasets.disable_progress_bars()
+    texts = [f"saved doc {i}" for i in range(120)]
+    datasets.Dataset.from_dict({"text": texts}).save_to_disk("s3://prep-test/saved", storage_options=options,
+                                                            num_shards=2)
+    source = SourceConfig(path="s3://prep-test/saved", format="hf", storage_options=options)
+    hf_reader._CACHE.clear()
+    got = []
+    for unit in hf_reader.plan(source, 0, [], 1 << 10):
+        for batch in hf_reader.iter_batches(unit, source, BadRecords(unit, "error"), 16):
+            got += batch.texts
+    assert got == texts
