@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pipeline.errors import PrepError
@@ -36,7 +37,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except PrepError as e:
-            err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err.print("[yellow]interrupted:[/] finished units are kept; re-run the same command to resume",
@@ -88,6 +89,28 @@ def tokenize(
                   + (f" (listed in {result.out / 'rejects.jsonl'})" if (result.out / "rejects.jsonl").exists() else ""))
     for note in result.notes:
         out.print(f"note: {note}")
+
+
+@app.command()
+@user_errors
+def verify(
+    directory: Path = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
+    quick: bool = typer.Option(False, "--quick", help="Sizes and index structure only: skip reading the .bin files (no sha256, no token-id check)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Check a dataset against its manifest: schema and version, every shard's sha256, .idx headers,
+    offsets and lengths against the .bin sizes, token ids below the vocabulary size, per-split totals.
+
+    Exit 0 when everything holds; otherwise exit 1 with one line per problem, naming the file.
+    """
+    from pipeline.verify import verify_dataset
+
+    report = verify_dataset(directory, level="index" if quick else "full", progress=progress, console=err)
+    for line in report.problems + [f"note: {n}" for n in report.notes]:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    (out if report.ok else err).print(report.summary(), markup=False, highlight=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # python -m pipeline.cli

@@ -4,28 +4,41 @@ The parent plans units, keeps at most 2 x workers of them in flight, journals ea
 and draws progress; it never touches tokens. Output bytes depend only on the recipe and the input:
 units are numbered in dataset order, parts are named after their unit, and finalize walks units in
 order, so 1 or 8 workers, or a run resumed after `kill -9`, give the same files.
+
+Faults: a worker that dies fails the run at once, naming the worker, how it died and its unit; the
+others are killed. Workers ignore SIGINT (the parent stops them) and kill themselves when the parent
+dies, so a `kill -9` leaves no orphan writing parts under the next run. SIGTERM acts like Ctrl-C.
+A full disk becomes a PrepError naming the file; no unit is journaled with a partial part.
+Journaled units whose parts went missing are redone; a complete dataset that no longer matches its
+manifest is reported, not passed off as done. Tests: tests/faults/ (PREP_FAULT, pipeline/faults.py).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import multiprocessing as mp
 import os
+import select
 import shutil
+import signal
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import faults
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
-from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
+from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, idx_bytes, read_manifest, shard_paths
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
-from pipeline.recipe import Recipe
+from pipeline.recipe import Recipe, is_url
 from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, process_unit
 
@@ -45,7 +58,7 @@ class TokenizeResult:
 
 
 def _fingerprint(recipe_dict: dict, tokenizer_sha: str, units: list[WorkUnit]) -> str:
-    plan = [(u.path, u.start, u.end) for u in units]  # not sizes: a replaced damaged file may resume
+    plan = [(u.path, u.start, u.end, *u.paths) for u in units]  # not sizes: a replaced damaged file may resume
     blob = json.dumps([recipe_dict, tokenizer_sha, plan], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -89,15 +102,40 @@ _CTX: WorkerContext | None = None
 _QUEUE = None
 
 
-def _init_worker(ctx: WorkerContext, queue) -> None:
+def _init_worker(ctx: WorkerContext, queue, parent_pid: int) -> None:
     global _CTX, _QUEUE
     _CTX, _QUEUE = ctx, queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
+    threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
     ctx.get_encoder()  # load the tokenizer once per worker, before the first unit
+
+
+def _die_with(pid: int) -> None:
+    """SIGKILL this worker when process `pid` ends. Without it a worker whose parent was kill -9'd
+    lives on forever (blocked on the pool's queue, keeping the forkserver alive too), after first
+    finishing its unit's parts under whatever run comes next."""
+    try:
+        fd = os.pidfd_open(pid)  # Linux >= 5.3: readable once `pid` has exited
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        select.select([fd], [], [])
+    else:
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                pass
+            time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _run_unit(unit: WorkUnit) -> dict:
     def report(nbytes: int, docs: int, tokens: int) -> None:
         _QUEUE.put((nbytes, docs, tokens))
+    _QUEUE.put(("start", os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
     return _unit_or_failure(unit, _CTX, report)
 
 
@@ -115,9 +153,13 @@ def _unit_or_failure(unit: WorkUnit, ctx: WorkerContext, report) -> dict:
 def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None = None, overwrite: bool = False,
              show_progress: bool = True, console=None) -> TokenizeResult:
     t0 = time.perf_counter()
+    if is_url(str(output or recipe.output.dir)):  # stage locally, upload shards, manifest last
+        from pipeline.remote import tokenize_to_url
+        return tokenize_to_url(recipe, str(output or recipe.output.dir), num_workers=num_workers,
+                               overwrite=overwrite, show_progress=show_progress, console=console)
     out = Path(output or recipe.output.dir)
     spec = load_tokenizer(recipe.tokenizer)
-    units = plan_units(recipe)
+    units = plan_units(recipe, num_workers)
     if not units:
         raise PrepError("source.path: matched no input")
     content = recipe.content_dict()
@@ -125,12 +167,15 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     state = RunState(out)
     _refuse_foreign(out, state, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    with state.lock():
+    with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
         existing = _prepare_output(out, state, content, overwrite)
         if existing is not None:
+            _refuse_damaged(out)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True)
         plan_info = {"units": len(units), "files": sorted({u.path for u in units})}
         results = state.start(_fingerprint(content, spec.sha256, units), plan_info)
+        _drop_lost_units(results, state, dtype_for_vocab(spec.vocab_size))
+        faults.point("start")
         todo = [u for u in units if u.index not in results]
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
@@ -145,12 +190,75 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                             dtype=dtype_for_vocab(spec.vocab_size), vocab_size=spec.vocab_size,
                             shard_tokens=recipe.output.shard_tokens,
                             splits=("train", "val") if recipe.output.val_fraction > 0 else ("train",))
+        faults.point("manifest-after")
         state.cleanup()
     notes = [f"{len(failed)} unit(s) failed and were left out; see failed_units in the manifest"] if failed else []
     if spec.backend_reason:
         notes.append(spec.backend_reason)
     return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, len(todo),
                           len(units), notes=notes)
+
+
+def _refuse_damaged(out: Path) -> None:
+    """A complete dataset is only "nothing to do" if its files still match the manifest (sizes and
+    headers: a stat and a 34-byte read per file)."""
+    from pipeline.verify import check_dataset
+
+    problems = check_dataset(out, quick=True)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PrepError(f"{out}: complete for this recipe, but damaged: {problems[0]}{more}; `prep verify {out}` "
+                        "lists every problem, --overwrite rebuilds the dataset")
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a Slurm time limit, `docker stop`, plain `kill`) stops a run the way Ctrl-C does:
+    workers killed, finished units kept, one line saying how to resume."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _disk_full_is_user_error(out: Path):
+    """ENOSPC/EDQUOT anywhere in a run (a worker's part, finalize, the journal, the manifest) -> one line."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+        raise PrepError(f"{e.filename or out}: {what}; finished units are kept and nothing partial was recorded: "
+                        "free space there (or choose another --output) and re-run the same command to resume") from None
+
+
+def _drop_lost_units(results: dict[int, dict], state: RunState, dtype) -> None:
+    """Forget journaled units whose part files are missing or the wrong size, so they are redone
+    (parts deleted by hand, a disk restored from an older backup). Two stat() calls per part."""
+    def intact(result: dict) -> bool:
+        for split, parts in result["shards"].items():
+            for part in parts:
+                bin_path, idx_path = shard_paths(state.parts, split, part["name"])
+                try:
+                    if (bin_path.stat().st_size != part["num_tokens"] * dtype.itemsize
+                            or idx_path.stat().st_size != idx_bytes(part["num_docs"])):
+                        return False
+                except FileNotFoundError:
+                    return False
+        return True
+
+    for index in [i for i, r in results.items() if r.get("status") == "ok" and not intact(r)]:
+        del results[index]
 
 
 def _check_bad_budget(recipe: Recipe, results: dict[int, dict]) -> None:
@@ -180,8 +288,10 @@ def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     mp_ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     queue = mp_ctx.Queue()
-    pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=_init_worker, initargs=(ctx, queue))
+    pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=_init_worker,
+                               initargs=(ctx, queue, os.getpid()))
     pending: dict = {}
+    running: dict[int, int] = {}  # worker pid -> index of the unit it last started
     queue_iter = iter(todo)
 
     def submit_next() -> None:
@@ -192,9 +302,13 @@ def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
     def drain() -> None:
         while True:
             try:
-                progress.advance(*queue.get_nowait())
+                msg = queue.get_nowait()
             except Exception:  # queue.Empty
                 return
+            if msg[0] == "start":
+                running[msg[1]] = msg[2]
+            else:
+                progress.advance(*msg)
 
     try:
         for _ in range(2 * workers):
@@ -207,13 +321,14 @@ def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
                 try:
                     result = fut.result()
                 except BrokenProcessPool:
-                    raise PrepError(f"a worker process died (killed, or out of memory) while tokenizing {unit.path} "
-                                    f"[bytes {unit.start}..{unit.end}]; finished units are kept: re-run the same "
-                                    "command to resume") from None
+                    drain()
+                    in_flight = {u.index: u for u in pending.values()} | {unit.index: unit}
+                    raise PrepError(_worker_died(pool, running, in_flight)) from None
                 _accept(result, state, results, progress, ctx.recipe)
                 submit_next()
         drain()
     except BaseException:
+        # Ctrl-C, a dead worker, a full disk, a bad-record budget: stop everything now
         for fut in pending:
             fut.cancel()
         for proc in list(getattr(pool, "_processes", {}).values()):
@@ -221,3 +336,33 @@ def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _worker_died(pool, running: dict[int, int], in_flight: dict[int, WorkUnit]) -> str:
+    """Which worker died, how, and on which unit (when it said so before dying)."""
+    try:
+        procs = list((getattr(pool, "_processes", None) or {}).items())
+    except RuntimeError:  # resized by the pool's manager thread
+        procs = []
+    dead = [(pid, p.exitcode) for pid, p in procs if p.exitcode is not None]
+    # the pool SIGTERMs the survivors once it sees the death: prefer a death of another kind
+    dead.sort(key=lambda d: d[1] == -signal.SIGTERM)
+    resume = ("finished units are kept: re-run the same command to resume (if a worker runs out of memory "
+              "again, use fewer --num-workers)")
+    if not dead:
+        units = ", ".join(str(i) for i in sorted(in_flight))
+        return f"a worker process died (killed, or out of memory) with units {units} in flight; {resume}"
+    pid, code = dead[0]
+    if code == -signal.SIGKILL:
+        how = "killed by SIGKILL: out of memory, or killed by hand"
+    elif code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exit code {code}"
+    unit = in_flight.get(running.get(pid, -1))
+    where = (f" while tokenizing {unit.path} [bytes {unit.start}..{unit.end}] (unit {unit.index})"
+             if unit is not None else "")
+    return f"worker process {pid} died ({how}){where}; {resume}"

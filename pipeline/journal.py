@@ -2,18 +2,22 @@
 
 A unit counts as finished only once its journal line is on disk (written and fsynced after its
 shard files were renamed into place), so a crash at any point leaves either a finished unit or one
-that is redone from scratch on the next run. Redoing a unit rewrites the same bytes.
+that is redone from scratch on the next run. Redoing a unit rewrites the same bytes. A torn or
+unreadable journal tail (a crash mid-append, a power cut) is cut off and its units are redone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import socket
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from pipeline import faults
 from pipeline.errors import PrepError
 from pipeline.manifest import write_json_atomic
 
@@ -33,35 +37,80 @@ class RunState:
     # -- lock -----------------------------------------------------------------------------------
     @contextmanager
     def lock(self):
-        """Refuse a second concurrent run on the same output; a dead holder's lock is taken over."""
+        """Refuse a second concurrent run on the same output, naming the holder's pid.
+
+        An exclusive `flock` on DIR/.prep/lock held for the whole run: the kernel drops it when the
+        holder ends, however it ends (kill -9 included), so there is no stale lock to take over and
+        a reused pid cannot keep one alive. "pid host" is written into the file for the refusal
+        message. Where flock is unsupported (some network filesystems) an O_EXCL pid file is used.
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
         me = f"{os.getpid()} {socket.gethostname()}"
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid, host = self._flock_holder()
+            raise PrepError(f"{self.out}: another prep run (pid {pid} on {host}) is writing here; wait for it "
+                            "to finish, or stop it, then re-run (it keeps its finished units)") from None
+        except OSError:  # ENOLCK, EOPNOTSUPP: no flock on this filesystem
+            os.close(fd)
+            with self._pidfile_lock(me):
+                yield
+            return
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{me}\n".encode(), 0)
+            yield
+        finally:
+            try:
+                os.ftruncate(fd, 0)  # the file stays (unlinking a flocked file races); emptied
+            finally:
+                os.close(fd)
+
+    def _flock_holder(self) -> tuple[str, str]:
+        """(pid, host) written by the flock holder; it may not have written them yet, so retry briefly."""
+        for _ in range(40):
+            try:
+                pid, host = self.lock_path.read_text().split(maxsplit=1)
+                host = host.strip()
+                return pid, host
+            except (OSError, ValueError):
+                time.sleep(0.025)
+        return "unknown", "unknown host"
+
+    @contextmanager
+    def _pidfile_lock(self, me: str):
+        """Fallback lock without flock: O_EXCL file; a dead holder's lock is taken over."""
+        lock_path = self.dir / "lock.pid"
         for _ in range(2):
             try:
-                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                holder = self._holder()
+                holder = self._holder(lock_path)
                 if holder is not None:
                     pid, host = holder
                     raise PrepError(f"{self.out}: another prep run (pid {pid} on {host}) is writing here; wait "
-                                    f"for it to finish, or if it is gone, delete {self.lock_path}") from None
-                self.lock_path.unlink(missing_ok=True)  # stale: its process is gone
+                                    f"for it to finish, or if it is gone, delete {lock_path}") from None
+                lock_path.unlink(missing_ok=True)  # stale: its process is gone
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(me)
             break
         else:
-            raise PrepError(f"{self.lock_path}: could not take the lock; delete it if no prep run is active")
+            raise PrepError(f"{lock_path}: could not take the lock; delete it if no prep run is active")
         try:
             yield
         finally:
-            if self.lock_path.exists() and self.lock_path.read_text() == me:
-                self.lock_path.unlink()
+            if lock_path.exists() and lock_path.read_text() == me:
+                lock_path.unlink()
 
-    def _holder(self) -> tuple[int, str] | None:
-        """(pid, host) of a live lock holder, or None when the lock is stale."""
+    @staticmethod
+    def _holder(lock_path: Path) -> tuple[int, str] | None:
+        """(pid, host) of a live pid-file lock holder, or None when the lock is stale."""
         try:
-            pid_s, host = self.lock_path.read_text().split(" ", 1)
+            pid_s, host = lock_path.read_text().split(" ", 1)
             pid = int(pid_s)
         except (OSError, ValueError):
             return None
@@ -78,8 +127,12 @@ class RunState:
     # -- plan + journal -------------------------------------------------------------------------
     def start(self, fingerprint: str, describe: dict) -> dict[int, dict]:
         """Open (or create) the journal for this plan; returns finished unit results by index."""
-        if self.plan_path.exists():
-            old = json.loads(self.plan_path.read_text())
+        try:
+            old = json.loads(self.plan_path.read_text()) if self.plan_path.exists() else None
+        except (OSError, ValueError):  # unreadable: nothing in this run state can be trusted
+            self.plan_path.unlink()
+            old = None
+        if old is not None:
             if old.get("fingerprint") != fingerprint:
                 raise PrepError(f"{self.out}: holds an unfinished run of a different recipe or different input "
                                 "files; re-run with the original recipe to resume it, or pass --overwrite "
@@ -91,27 +144,42 @@ class RunState:
         done: dict[int, dict] = {}
         if self.journal_path.exists():
             data = self.journal_path.read_bytes()
-            complete = data[: data.rfind(b"\n") + 1]  # a torn last line (crash mid-append) is dropped
-            if len(complete) != len(data):
+            good = 0  # bytes of whole, readable lines; a torn or garbled tail is cut off and redone
+            while (end := data.find(b"\n", good)) != -1:
+                try:
+                    entry = json.loads(data[good:end])
+                    unit = int(entry["unit"])
+                except (ValueError, KeyError, TypeError):
+                    break
+                done[unit] = entry  # a unit redone after its parts went missing: the later line wins
+                good = end + 1
+            if good != len(data):
                 with open(self.journal_path, "r+b") as f:
-                    f.truncate(len(complete))
-            for line in complete.decode("utf-8").splitlines():
-                entry = json.loads(line)
-                done[entry["unit"]] = entry
+                    f.truncate(good)
         return done
 
     def record(self, result: dict) -> None:
         line = json.dumps(result, sort_keys=True) + "\n"
-        with open(self.journal_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.journal_path, "a", encoding="utf-8") as f:
+                if faults.hit("journal-torn"):  # tests: a crash halfway through the append
+                    f.write(line[: len(line) // 2])
+                    f.flush()
+                    faults.fire("journal-torn")
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:  # ENOSPC: a torn line at most, dropped on resume; name the file
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror, str(self.journal_path)) from None
+            raise
+        faults.point("journal")
 
     def reset(self) -> None:
         """Forget any unfinished run (keeps the lock)."""
         for p in (self.parts, self.rejects):
             shutil.rmtree(p, ignore_errors=True)
-        for p in (self.journal_path, self.plan_path):
+        for p in (self.journal_path, self.plan_path, *self.dir.glob("*.tmp*")):
             p.unlink(missing_ok=True)
 
     def cleanup(self) -> None:

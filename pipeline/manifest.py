@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import faults
 from pipeline.errors import PrepError
 
 __all__ = [
@@ -214,11 +215,18 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     data = json.dumps(obj, sort_keys=True, indent=1).encode() + b"\n"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        faults.point(f"rename-{path.name}")
+        os.replace(tmp, path)
+    except BaseException as e:  # ENOSPC, Ctrl-C: the old file (or none) stays, no partial tmp is left
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write() names no file
+            raise OSError(e.errno, e.strerror, str(tmp)) from None
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

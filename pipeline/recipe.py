@@ -46,11 +46,35 @@ class SourceConfig:
     """One input: files (or a Hugging Face dataset) and how to get each document's text."""
 
     path: str | list[str]
-    """A path, glob, fsspec URL, or a list of these; for `hf`, a hub id or a `save_to_disk` dir."""
+    """A path, glob, fsspec URL (globs allowed where the filesystem lists), or a list of these;
+    for `hf`: a hub id, a `save_to_disk` directory, or a `datasets` builder name (json, parquet, csv)."""
     format: str | None = None
     """jsonl | csv | tsv | parquet | text | hf; inferred from the file suffix when omitted."""
     text_field: str = "text"
-    """Dotted key (`meta.body`) for JSONL, column name for CSV/Parquet/HF."""
+    """Dotted key (`meta.body`) for JSONL/HF, column name for CSV/TSV/Parquet (dotted into a struct)."""
+    text_template: str | None = None
+    """Instead of text_field: a Python format string over fields, e.g. "{title}\\n\\n{text}"."""
+    min_chars: int = 0
+    """Drop documents with fewer characters (after the template); counted as `too_short`."""
+    max_chars: int | None = None
+    """Drop documents with more characters; counted as `too_long`. None: no limit."""
+    encoding_errors: Literal["skip", "replace"] = "skip"
+    """Invalid UTF-8 in a record: skip it as a bad record (`invalid_utf8`), or replace the bad bytes with U+FFFD."""
+    max_record_bytes: int | None = 64 << 20
+    """A record (line, CSV row, text document, Parquet/HF text) larger than this is a bad record
+    (`record_too_large`); it is never held whole in memory by the line readers. None: no limit."""
+    doc_separator: str | None = None
+    """text only: None = one document per file; otherwise split files on this string ("\\n" = per line)."""
+    name: str | None = None
+    """hf only: the dataset configuration name (`load_dataset(path, name)`)."""
+    split: str | None = None
+    """hf only: the split to read (default `train`)."""
+    streaming: bool = False
+    """hf only: stream the dataset (never downloaded whole); work is sharded by the dataset's own shards."""
+    data_files: str | list[str] | None = None
+    """hf only: data files for a builder (`path: json` with `data_files: data/*.jsonl`)."""
+    storage_options: dict = field(default_factory=dict)
+    """fsspec options for URLs (e.g. `endpoint_url`, `key`, `secret`, `anon`); never stored in the manifest."""
 
     def paths(self) -> list[str]:
         return [self.path] if isinstance(self.path, str) else list(self.path)
@@ -64,12 +88,40 @@ class SourceConfig:
                             f"set source.format to one of {', '.join(FORMATS)}")
         return fmts.pop()
 
+    def validate(self, where: str = "source") -> None:
+        fmt = self.resolved_format()
+        if fmt not in FORMATS:
+            raise PrepError(f"{where}.format: {fmt!r} is not one of {', '.join(FORMATS)}{closest(fmt, FORMATS)}")
+        if self.min_chars < 0:
+            raise PrepError(f"{where}.min_chars: must be >= 0, got {self.min_chars}")
+        if self.max_chars is not None and self.max_chars < max(self.min_chars, 1):
+            raise PrepError(f"{where}.max_chars: must be >= min_chars ({self.min_chars}) and >= 1, "
+                            f"got {self.max_chars}")
+        if self.max_record_bytes is not None and self.max_record_bytes < 1:
+            raise PrepError(f"{where}.max_record_bytes: must be positive or null, got {self.max_record_bytes}")
+        if self.doc_separator is not None and (fmt != "text" or self.doc_separator == ""):
+            raise PrepError(f"{where}.doc_separator: only for format text, and not empty (got {self.doc_separator!r} "
+                            f"for format {fmt})")
+        if self.text_template is not None:
+            if fmt == "text":
+                raise PrepError(f"{where}.text_template: format text has no fields; remove text_template")
+            from pipeline.filters import parse_template
+            parse_template(self.text_template, f"{where}.text_template")
+        hf_only = {"name": self.name, "split": self.split, "data_files": self.data_files,
+                   "streaming": self.streaming or None}
+        for key, value in hf_only.items():
+            if value is not None and fmt != "hf":
+                raise PrepError(f"{where}.{key}: only for format hf (this source is {fmt}); remove it")
+        if fmt == "hf" and not isinstance(self.path, str):
+            raise PrepError(f"{where}.path: format hf takes one dataset (a hub id, a saved directory or a builder "
+                            "name); put files in data_files, or give several sources")
+
     def expand_files(self) -> list[str]:
         """Sorted files matched by each path/glob, in the order the paths are listed."""
         files: list[str] = []
         for p in self.paths():
             if is_url(p):
-                files.append(p)  # remote: resolved by the reader through fsspec
+                files.extend(_expand_url(p, self.storage_options))
                 continue
             local = p[len("file://"):] if p.startswith("file://") else p
             matches = sorted(glob.glob(os.path.expanduser(local), recursive=True))
@@ -79,6 +131,22 @@ class SourceConfig:
                                 f"the current directory {os.getcwd()}); fix the path or glob")
             files.extend(matches)
         return files
+
+
+def _expand_url(url: str, storage_options: dict) -> list[str]:
+    """A URL without glob characters as is (checked when opened); a glob listed through fsspec."""
+    if not any(c in url.split("://", 1)[1] for c in "*?["):
+        return [url]
+    import fsspec
+    try:
+        fs, pattern = fsspec.core.url_to_fs(url, **storage_options)
+        matches = sorted(m for m in fs.glob(pattern) if fs.isfile(m))
+    except Exception as e:  # network, credentials, unsupported listing (https)
+        raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "source.storage_options, or list the files explicitly") from None
+    if not matches:
+        raise PrepError(f"source.path: no file matches {url!r}; fix the URL or glob")
+    return [fs.unstrip_protocol(m) for m in matches]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,13 +170,18 @@ class OutputConfig:
     """Where shards go and how they are cut and split."""
 
     dir: str
-    """Output directory."""
+    """Output directory, or an fsspec URL (`s3://bucket/prefix`): then the run writes to `local_dir`
+    and uploads each finished shard, `rejects.jsonl`, and `manifest.json` last."""
     shard_tokens: int = 100_000_000
     """Most tokens per shard (documents are never split; a longer document gets a shard of its own)."""
     val_fraction: float = 0.0005
     """Fraction of documents routed to the `val` split by a stable hash of (seed, source, position)."""
     seed: int = 2357
     """Seed of the train/val hash."""
+    storage_options: dict = field(default_factory=dict)
+    """fsspec options for a URL `dir` (e.g. `endpoint_url`, `key`, `secret`); never stored in the manifest."""
+    local_dir: str | None = None
+    """Local staging directory for a URL `dir` (default: ~/.cache/prep/staging/<name>-<hash of the URL>)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +200,9 @@ class Recipe:
     """skip: count it in the manifest and list it in DIR/rejects.jsonl; error: stop the run."""
     max_bad_records: int | None = None
     """With `skip`, stop the run once more records than this were rejected (None: no limit)."""
+    dedup: Literal["none", "exact"] = "none"
+    """exact: drop every document whose text equals an earlier one (dataset order, across sources and
+    splits); counted as `duplicate`. Costs ~42 bytes of parent memory per document at finalize."""
     unit_bytes: int = 16 << 20
     """Input bytes per work unit (big files are cut at line boundaries): resume and balance granularity."""
     batch_docs: int = 512
@@ -182,11 +258,10 @@ class Recipe:
             raise PrepError(f"unit_bytes: must be at least 65536, got {self.unit_bytes}")
         if self.batch_docs < 1:
             raise PrepError(f"batch_docs: must be >= 1, got {self.batch_docs}")
+        if self.max_bad_records is not None and self.max_bad_records < 0:
+            raise PrepError(f"max_bad_records: must be >= 0 or null, got {self.max_bad_records}")
         for i, s in enumerate(self.sources):
-            fmt = s.resolved_format()
-            if fmt not in FORMATS:
-                raise PrepError(f"sources[{i}].format: {fmt!r} is not one of {', '.join(FORMATS)}"
-                                f"{closest(fmt, FORMATS)}")
+            s.validate(f"sources[{i}]" if len(self.sources) > 1 else "source")
 
     # -- derived ---------------------------------------------------------------------------------
     def resolved_num_workers(self) -> int:
@@ -197,8 +272,11 @@ class Recipe:
         d = dataclasses.asdict(self)
         for run_only in ("num_workers", "source_file", "batch_docs"):
             d.pop(run_only)
-        d["output"].pop("dir")
+        for run_only in ("dir", "storage_options", "local_dir"):  # where it goes, and credentials
+            d["output"].pop(run_only)
         d["sources"] = [dict(s, format=SourceConfig(**s).resolved_format()) for s in d["sources"]]
+        for s in d["sources"]:
+            s.pop("storage_options")  # may hold credentials; never written to the manifest
         return d
 
 
@@ -278,7 +356,7 @@ def _describe(tp) -> str:
     if origin in (list, tuple):
         return f"a list of {_describe(typing.get_args(tp)[0])}"
     return {str: "a string", int: "an integer", float: "a number", bool: "true/false",
-            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+            type(None): "null", dict: "a mapping"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:

@@ -1,8 +1,11 @@
 """Writers for the on-disk format in `manifest.py`.
 
-`ShardWriter` writes one `.bin`/`.idx` pair: tokens go to `NAME.bin.tmp` in large buffered writes
-(sha256 updated on the way), the index is written at close, then both are fsynced and renamed into
-place (`.bin` first), so a finished name on disk always has a complete, matching pair.
+`ShardWriter` writes one `.bin`/`.idx` pair: tokens go to `NAME.bin.tmp<pid>` in large buffered
+writes (sha256 updated on the way), the index is written at close, then both are fsynced and renamed
+into place (`.bin` first) and the directory is fsynced. Any failure on the way (ENOSPC included)
+removes the temporary files and re-raises; a finished name is never a partial file. The pid in the
+temporary name keeps two processes that write the same shard (a re-run racing an orphan of a killed
+run) off each other's files; both write the same bytes, so either rename is right.
 `RollingShardWriter` cuts a stream of documents into shards of at most `shard_tokens` tokens,
 never splitting a document (a document longer than that gets a shard of its own).
 """
@@ -15,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import faults
 from pipeline.errors import PrepError
 from pipeline.manifest import ShardInfo, write_idx
 
-__all__ = ["ShardWriter", "RollingShardWriter", "check_id_range"]
+__all__ = ["ShardWriter", "RollingShardWriter", "check_id_range", "fsync_dir", "named"]
 
 WRITE_BUFFER_BYTES = 8 << 20  # one write() per 8 MiB: large sequential writes, few syscalls
 
@@ -34,6 +38,19 @@ def check_id_range(ids: np.ndarray, dtype: np.dtype, where: str) -> None:
                         "the tokenizer's vocabulary is larger than it reports (set the dtype wider)")
 
 
+def named(e: OSError, path) -> OSError:
+    """`e`, naming `path` when it names no file (a failed write() doesn't): ENOSPC then says which disk."""
+    return e if e.filename is not None else OSError(e.errno, e.strerror, str(path))
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class ShardWriter:
     """One shard: `with ShardWriter(dir, name, dtype) as w: w.add_documents(ids, lengths)`."""
 
@@ -43,8 +60,8 @@ class ShardWriter:
         self.dtype = np.dtype(dtype)
         self.bin_path = self.directory / f"{name}.bin"
         self.idx_path = self.directory / f"{name}.idx"
-        self._tmp_bin = self.directory / f"{name}.bin.tmp"
-        self._tmp_idx = self.directory / f"{name}.idx.tmp"
+        self._tmp_bin = self.directory / f"{name}.bin.tmp{os.getpid()}"
+        self._tmp_idx = self.directory / f"{name}.idx.tmp{os.getpid()}"
         self._lengths: list[np.ndarray] = []
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -75,24 +92,42 @@ class ShardWriter:
 
     def _flush(self) -> None:
         if self._pending:
-            self._file.write(b"".join(self._pending))
+            try:
+                faults.charge_write(self._pending_bytes, self._tmp_bin)
+                self._file.write(b"".join(self._pending))
+            except OSError as e:
+                raise named(e, self._tmp_bin) from None
             self._pending.clear()
             self._pending_bytes = 0
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:  # leave no half shard behind; the unit is redone on resume
-            self._file.close()
-            for p in (self._tmp_bin, self._tmp_idx):
-                p.unlink(missing_ok=True)
+            self._discard()
             return
-        self._flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
-        write_idx(self._tmp_idx, lengths, self.dtype)
-        os.replace(self._tmp_bin, self.bin_path)
-        os.replace(self._tmp_idx, self.idx_path)
+        try:
+            self._flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+            write_idx(self._tmp_idx, lengths, self.dtype)
+            faults.point("shard-tmp")
+            os.replace(self._tmp_bin, self.bin_path)
+            faults.point("shard-bin")
+            os.replace(self._tmp_idx, self.idx_path)
+        except BaseException as e:  # ENOSPC at the last write or at fsync: no tmp left to fill the disk
+            self._discard()
+            if isinstance(e, OSError):
+                raise named(e, self._tmp_bin) from None
+            raise
+        fsync_dir(self.directory)  # the renames survive a power cut before the unit is journaled
         self.info = ShardInfo(self.name, self.num_docs, self.num_tokens, self._sha.hexdigest())
+
+    def _discard(self) -> None:
+        self._pending.clear()
+        if self._file is not None and not self._file.closed:
+            self._file.close()
+        for p in (self._tmp_bin, self._tmp_idx):
+            p.unlink(missing_ok=True)
 
 
 class RollingShardWriter:

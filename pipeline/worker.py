@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.filters import DEDUP_DIR, DedupLog
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -63,6 +64,8 @@ class WorkerContext:
 def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs, tokens: None) -> dict:
     """Tokenize one unit into part shards; returns its journal entry."""
     recipe, encoder = ctx.recipe, ctx.get_encoder()
+    if unit.index == 0:
+        encoder.verify_next_documents()  # a fast engine's ids on the run's first documents == tokenizers'
     dtype = dtype_for_vocab(ctx.spec.vocab_size)
     source = recipe.sources[unit.source]
     out = recipe.output
@@ -71,6 +74,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     writers = {s: RollingShardWriter(ctx.parts_dir / s, prefix, dtype, out.shard_tokens) for s in SPLITS}
     empty = 0
     counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
+    dedup = DedupLog() if recipe.dedup == "exact" else None  # hashes of written docs, for finalize
     try:
         for batch in get_reader(unit.format).iter_batches(unit, source, bad, recipe.batch_docs):
             docs = tokens = 0
@@ -81,6 +85,8 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
                 check_id_range(ids, dtype, f"{unit.path}")
                 ids = ids.astype(dtype)
                 is_val = val_mask(out.seed, unit.source, unit.file_index, batch.positions, out.val_fraction)
+                if dedup is not None:
+                    dedup.add(batch.texts, keep, is_val)
                 for split, sel in (("train", keep & ~is_val), ("val", keep & is_val)):
                     n = int(sel.sum())
                     if n == 0:
@@ -99,8 +105,13 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         for w in writers.values():
             w.__exit__(type(e), e, None)
         raise
-    for w in writers.values():
-        w.__exit__(None, None, None)
+    try:
+        for w in writers.values():
+            w.__exit__(None, None, None)
+    except BaseException as e:  # ENOSPC closing one split's shard: still drop the other's temporaries
+        for w in writers.values():
+            w.__exit__(type(e), e, None)
+        raise
     skipped = dict(bad.counts)
     if empty:
         skipped["empty"] = empty
@@ -115,4 +126,5 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         "num_tokens": {s: counts[s][1] for s in SPLITS},
         "skipped": skipped,
         "num_rejects": len(bad.rows),
+        **({"dedup": dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if dedup is not None else {}),
     }

@@ -31,7 +31,7 @@ EXTRAS = ["Café déjà vu — naïve façade.", "数据 处理 流水线", "Emo
 def make_documents(n: int = 2000, seed: int = 2357) -> list[str]:
     rng = random.Random(seed)
     docs = []
-    for i in range(n):
+    for _ in range(n):
         paras = []
         for _ in range(rng.randint(1, 4)):
             sents = []
