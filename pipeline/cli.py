@@ -113,6 +113,87 @@ def verify(
         raise typer.Exit(1)
 
 
+@app.command("bench-loader")
+@user_errors
+def bench_loader(
+    directory: Path = typer.Argument(..., help="Dataset directory written by `prep tokenize`."),
+    modes: list[str] = typer.Option(["windows", "packed", "grouped"], "--mode", help="Loader mode(s) to measure (repeatable)."),
+    workers: list[int] = typer.Option([0, 2], "--workers", help="DataLoader worker counts to measure (repeatable)."),
+    split: str = typer.Option("train", help="Split to read."),
+    batch_size: int = typer.Option(8, help="Rows per batch."),
+    seq_len: int = typer.Option(1024, help="Tokens per row."),
+    num_batches: int = typer.Option(200, help="Batches timed per row."),
+    step_ms: float = typer.Option(0.0, help="Simulated training step (ms) to measure the data-wait share; 0 = none."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+) -> None:
+    """Measure loader overhead: batches/s, tokens/s, time to first batch, packed fill, grouped padding,
+    and (with --step-ms) the share of a training step spent waiting for data."""
+    if not (directory / "manifest.json").exists():
+        raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
+    from loaders.bench import format_table, run_loader_bench  # imports torch: only for this command
+
+    rows = run_loader_bench(str(directory), modes=tuple(modes), num_workers=tuple(workers), split=split,
+                            batch_size=batch_size, seq_len=seq_len, num_batches=num_batches, step_ms=step_ms,
+                            device=device)
+    out.print(format_table(rows), markup=False, highlight=False)
+
+
+@app.command()
+@user_errors
+def inspect(
+    directory: Path = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
+    docs: int = typer.Option(0, "--docs", "-n", help="Also decode and print the first N documents of --split."),
+    split: str = typer.Option("train", help="Split whose documents --docs prints."),
+) -> None:
+    """Summarize a dataset from its manifest (splits, shards, tokens, tokenizer, skipped records);
+    optionally decode the first documents with the tokenizer the recipe names."""
+    import numpy as np
+
+    from pipeline.manifest import read_idx, read_manifest
+
+    m = read_manifest(directory)
+    t = m.tokenizer
+    out.print(f"{directory}: {m.created_by}, format {m.format_version}, dtype {m.dtype}, vocab {m.vocab_size:,}; "
+              f"tokenizer {t.get('name')} ({t.get('backend')}, boundary {t.get('boundary')}, "
+              f"bos {t.get('bos_id')}, eos {t.get('eos_id')}, sha256 {str(t.get('sha256'))[:12]})",
+              markup=False, highlight=False)
+    table = Table()
+    for col in ("split", "docs", "tokens", "shards", "tokens/doc", "GB"):
+        table.add_column(col, justify="left" if col == "split" else "right")
+    for name, s in m.splits.items():
+        table.add_row(name, f"{s.num_docs:,}", f"{s.num_tokens:,}", str(len(s.shards)),
+                      f"{s.num_tokens / max(s.num_docs, 1):,.1f}", f"{s.num_tokens * m.np_dtype.itemsize / 1e9:.3f}")
+    out.print(table)
+    if m.skipped:
+        out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items()), markup=False)
+    if m.failed_units:
+        out.print(f"failed units: {len(m.failed_units)} (see manifest.json failed_units)", markup=False)
+    if docs <= 0:
+        return
+    if split not in m.splits:
+        raise PrepError(f"--split {split}: the dataset has splits {', '.join(m.splits)}")
+    from pipeline.recipe import TokenizerConfig
+    from pipeline.tokenizers import load_tokenizer
+
+    spec = load_tokenizer(TokenizerConfig(path=t["name"], boundary=t.get("boundary", "eos"), backend="hf"))
+    if spec.sha256 != t.get("sha256"):
+        raise PrepError(f"{t['name']}: this tokenizer's sha256 differs from the one that made the dataset")
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(spec.definition)
+    shown = 0
+    for shard in m.splits[split].shards:
+        _, lengths, pointers = read_idx(directory / split / f"{shard.name}.idx")
+        data = np.memmap(directory / split / f"{shard.name}.bin", dtype=m.np_dtype, mode="r")
+        for n, p in zip(lengths[: docs - shown], pointers[: docs - shown]):
+            ids = data[int(p) // m.np_dtype.itemsize:][: int(n)].tolist()
+            out.print(f"--- {split}/{shard.name} doc {shown}: {len(ids)} tokens", markup=False)
+            out.print(tok.decode(ids, skip_special_tokens=False), markup=False, highlight=False)
+            shown += 1
+        if shown >= docs:
+            break
+
+
 def main() -> None:  # python -m pipeline.cli
     app()
 

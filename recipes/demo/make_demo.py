@@ -4,7 +4,7 @@
 
 corpus.jsonl: 2,000 English-like documents from a fixed seed (plus unicode, code, whitespace runs,
 an empty document and one mentioning <|endoftext|>), ~1 MB. tokenizer.json: a byte-level BPE with
-a 4,096-token vocabulary trained on it with `tokenizers` (GPT-2 style, EOS <|endoftext|>).
+a small vocabulary (at most 4,096 tokens) trained on it with `tokenizers` (GPT-2 style, EOS <|endoftext|>).
 """
 
 from __future__ import annotations

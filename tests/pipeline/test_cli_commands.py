@@ -1,0 +1,41 @@
+"""`prep inspect` and `prep bench-loader` on a small dataset made by `prep tokenize`."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from tests.conftest import demo_texts, write_jsonl, write_recipe
+
+runner = CliRunner()
+
+
+def make_dataset(tmp_path, demo_tokenizer):
+    texts = demo_texts(300)
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          output__val_fraction=0.0)
+    result = runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "out", texts
+
+
+def test_inspect_prints_splits_and_decodes_documents(tmp_path, demo_tokenizer):
+    out, texts = make_dataset(tmp_path, demo_tokenizer)
+    result = runner.invoke(app, ["inspect", str(out), "--docs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "train" in result.output and f"{len([t for t in texts if t]):,}" in result.output
+    assert texts[0] + "<|endoftext|>" in result.output and texts[1] in result.output
+
+
+def test_inspect_missing_dataset_is_one_line(tmp_path):
+    result = runner.invoke(app, ["inspect", str(tmp_path)])
+    assert result.exit_code == 1 and "no manifest.json" in result.output
+
+
+def test_bench_loader_reports_each_mode(tmp_path, demo_tokenizer):
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    result = runner.invoke(app, ["bench-loader", str(out), "--mode", "windows", "--mode", "packed",
+                                 "--workers", "0", "--batch-size", "2", "--seq-len", "64", "--num-batches", "5"])
+    assert result.exit_code == 0, result.output
+    assert "windows" in result.output and "packed" in result.output
