@@ -31,7 +31,7 @@ import numpy as np
 from pipeline.errors import PrepError
 from pipeline.recipe import is_url
 
-__all__ = ["WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
+__all__ = ["ByteProgress", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
            "REJECT_PREVIEW_CHARS", "decode_errors", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
@@ -240,3 +240,26 @@ def get_field(record, dotted: str):
             raise KeyError(part)
         node = node[part]
     return node
+
+
+class ByteProgress:
+    """Input bytes a unit has consumed, reported as deltas; `rest()` tops the total up to unit.size.
+
+    For a plain file `raw` is the stream itself, positioned from unit.start; for a compressed one it
+    is the compressed file under the decompressor, so progress counts bytes on disk either way.
+    """
+
+    def __init__(self, unit: WorkUnit, stream, raw):
+        self.unit, self.raw = unit, raw
+        self.start = unit.start if stream is raw else 0
+        self.reported = 0
+
+    def delta(self) -> int:
+        d = max(0, min(self.raw.tell() - self.start, self.unit.size) - self.reported)
+        self.reported += d
+        return d
+
+    def rest(self) -> int:
+        d = self.unit.size - self.reported
+        self.reported = self.unit.size
+        return d

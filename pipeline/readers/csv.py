@@ -37,6 +37,7 @@ from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor, get_value
 from pipeline.readers.base import (
     BadRecords,
+    ByteProgress,
     DocBatch,
     WorkUnit,
     compression_of,
@@ -398,16 +399,10 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         stream.seek(unit.start)
     limit = source.max_record_bytes or sys.maxsize
     replace = source.encoding_errors == "replace"
-    raw_start = unit.start if stream is raw else 0
-    reported = 0
+    meter = ByteProgress(unit, stream, raw)
     row_number = 0 if unit.start == 0 else None  # data rows are numbered from the file start only
     column = None
 
-    def progress() -> int:
-        nonlocal reported
-        delta = max(0, min(raw.tell() - raw_start, unit.size) - reported)
-        reported += delta
-        return delta
 
     with stream, decode_errors(unit.path, raw):
         try:
@@ -442,10 +437,10 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                     bad.reject(e.reason, pos, delimiter.join(row), e.detail, row=at)
                     continue
                 if batcher.add(text, pos):
-                    yield batcher.take(progress())
+                    yield batcher.take(meter.delta())
         except csv.Error as e:  # not expected without strict mode; never silently
             raise PrepError(f"{unit.path}: CSV parse error: {e}") from None
-    yield batcher.take(unit.size - reported)
+    yield batcher.take(meter.rest())
 
 
 def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: TextExtractor) -> int:

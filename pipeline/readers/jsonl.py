@@ -14,6 +14,7 @@ import orjson
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import (
     BadRecords,
+    ByteProgress,
     DocBatch,
     WorkUnit,
     compression_of,
@@ -118,15 +119,9 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     max_bytes = source.max_record_bytes
     limit = max_bytes if max_bytes is not None else float("inf")
     replace = source.encoding_errors == "replace"
-    raw_start = unit.start if stream is raw else 0
-    reported = 0  # input bytes reported so far; the last batch tops it up to unit.size
+    meter = ByteProgress(unit, stream, raw)
     count_lines = unit.start == 0  # line numbers for the rejects list are known from the file start only
 
-    def progress() -> int:
-        nonlocal reported
-        delta = max(0, min(raw.tell() - raw_start, unit.size) - reported)
-        reported += delta
-        return delta
 
     with stream, decode_errors(unit.path, raw):
         pos = seek_line_start(stream, unit.start)
@@ -159,5 +154,5 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 bad.reject(e.reason, offset, line, e.detail, line=at)
                 continue
             if batcher.add(text, offset):
-                yield batcher.take(progress())
-    yield batcher.take(unit.size - reported)
+                yield batcher.take(meter.delta())
+    yield batcher.take(meter.rest())

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pipeline.filters import Batcher
 from pipeline.readers.base import (
     BadRecords,
+    ByteProgress,
     DocBatch,
     WorkUnit,
     compression_of,
@@ -147,15 +148,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     batcher = Batcher(source, bad, batch_docs)
     limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
     stream, raw = open_input(unit.path, source.storage_options)
-    raw_start = unit.start if stream is raw else 0
-    reported = 0
+    meter = ByteProgress(unit, stream, raw)
     count = unit.start == 0  # line/piece numbers are known from the file start only
-
-    def progress() -> int:
-        nonlocal reported
-        delta = max(0, min(raw.tell() - raw_start, unit.size) - reported)
-        reported += delta
-        return delta
 
     with stream, decode_errors(unit.path, raw):
         if per_line:
@@ -181,8 +175,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 bad.reject("invalid_utf8", offset, piece, "not UTF-8", line=at)
                 continue
             if batcher.add(text, offset):
-                yield batcher.take(progress())
-    yield batcher.take(unit.size - reported)
+                yield batcher.take(meter.delta())
+    yield batcher.take(meter.rest())
 
 
 def _read_capped(stream, limit: int | None) -> bytes:
