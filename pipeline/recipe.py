@@ -277,6 +277,9 @@ class Recipe:
         d["sources"] = [dict(s, format=SourceConfig(**s).resolved_format()) for s in d["sources"]]
         for s in d["sources"]:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
+        # every backend is proven to give the same ids, so switching it resumes a run; the manifest's
+        # tokenizer entry still records which engine ran
+        d["tokenizer"].pop("backend")
         return d
 
 

@@ -69,7 +69,8 @@ def test_overrides_apply_dotted_keys():
 
 def test_content_dict_excludes_run_only_settings():
     a = Recipe.from_dict({**BASE, "num_workers": 1})
-    b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}})
+    b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}, "batch_docs": 7,
+                          "tokenizer": {"path": "t.json", "backend": "hf"}})
     assert a.content_dict() == b.content_dict()
 
 
