@@ -31,7 +31,6 @@ from .cache import ArrayCache
 __all__ = ["TokenShards", "check_tokenizer"]
 
 MAX_OPEN_FILES = 128
-HASH_CHUNK = 8 << 20
 
 
 def check_tokenizer(tokenizer: dict, expect: str | None, where: str) -> None:
@@ -102,17 +101,14 @@ class TokenShards:
                                     "or from another run (re-run `prep tokenize`, or `prep verify` for details)")
 
     def verify(self) -> None:
-        """Full check: sha256 of every .bin against the manifest, and every .idx against its .bin."""
-        for shard in self.manifest.splits[self.split].shards:
-            bin_path, idx_path = shard_paths(self.root, self.split, shard.name)
-            h = hashlib.sha256()
-            with open(bin_path, "rb") as f:
-                while chunk := f.read(HASH_CHUNK):
-                    h.update(chunk)
-            if h.hexdigest() != shard.sha256:
-                raise PrepError(f"{bin_path}: sha256 {h.hexdigest()[:16]}... does not match the manifest's "
-                                f"{shard.sha256[:16]}...; the file is corrupt (re-run `prep tokenize`)")
-            self._check_index(idx_path, shard.num_tokens)
+        """Full check, the one `prep verify` runs: sha256 of every .bin, every .idx against its .bin,
+        token ids below the vocabulary size."""
+        from pipeline.verify import verify_dataset
+
+        problems = verify_dataset(self.root, level="full").problems
+        if problems:
+            more = f" (and {len(problems) - 1} more: `prep verify {self.root}` lists them)" if len(problems) > 1 else ""
+            raise PrepError(f"{problems[0]}{more}; re-run `prep tokenize` to rebuild the dataset")
 
     def _check_index(self, idx_path: Path, num_tokens: int):
         _, lengths, pointers = read_idx(idx_path)
