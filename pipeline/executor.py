@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import faults
+from pipeline.assemble import PartStream
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
@@ -182,16 +183,28 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
         ctx = WorkerContext(recipe, spec, state.parts, state.rejects)
-        with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console) as progress:
-            if workers == 1:
-                _run_inline(todo, ctx, state, results, progress)
-            else:
-                _run_pool(todo, ctx, state, results, progress, workers)
+        dtype = dtype_for_vocab(spec.vocab_size)
+        splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
+        # shards are placed while units run, in order; exact dedup must see every unit first
+        stream = None if recipe.dedup == "exact" else PartStream(state.parts, out, splits, dtype,
+                                                                 recipe.output.shard_tokens)
+        feed = _InOrder(stream, results)
+        try:
+            feed.advance()  # units journaled by an interrupted run
+            with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console) as progress:
+                if workers == 1:
+                    _run_inline(todo, ctx, state, results, progress, feed.advance)
+                else:
+                    _run_pool(todo, ctx, state, results, progress, workers, feed.advance)
+            placed = stream.finish() if stream is not None else None
+        except BaseException:
+            if stream is not None:
+                stream.abort()
+            raise
         failed = [r for r in results.values() if r["status"] != "ok"]
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
-                            dtype=dtype_for_vocab(spec.vocab_size), vocab_size=spec.vocab_size,
-                            shard_tokens=recipe.output.shard_tokens,
-                            splits=("train", "val") if recipe.output.val_fraction > 0 else ("train",))
+                            dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
+                            splits=splits, placed=placed)
         faults.point("manifest-after")
         state.cleanup()
     notes = [f"{len(failed)} unit(s) failed and were left out; see failed_units in the manifest"] if failed else []
@@ -273,16 +286,34 @@ def _check_bad_budget(recipe: Recipe, results: dict[int, dict]) -> None:
                         "(finished units are kept; re-run to resume)")
 
 
-def _accept(result: dict, state: RunState, results: dict, progress: RunProgress, recipe: Recipe) -> None:
+class _InOrder:
+    """Hands finished units to the PartStream in dataset order: unit k goes once 0..k are all done."""
+
+    def __init__(self, stream: PartStream | None, results: dict[int, dict]):
+        self.stream, self.results, self.next = stream, results, 0
+
+    def advance(self) -> None:
+        if self.stream is None:
+            return
+        self.stream.check()  # a shard placement that failed (ENOSPC) stops the run now
+        while (r := self.results.get(self.next)) is not None:
+            if r["status"] == "ok":
+                self.stream.feed(r)
+            self.next += 1
+
+
+def _accept(result: dict, state: RunState, results: dict, progress: RunProgress, recipe: Recipe,
+            after=lambda: None) -> None:
     state.record(result)
     results[result["unit"]] = result
     progress.unit_done()
     _check_bad_budget(recipe, results)
+    after()
 
 
-def _run_inline(todo, ctx, state, results, progress) -> None:
+def _run_inline(todo, ctx, state, results, progress, after=lambda: None) -> None:
     for unit in todo:
-        _accept(_unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe)
+        _accept(_unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
 
 
 # Imported once in the forkserver, so each worker forks with them loaded (~0.3 s of imports each).
@@ -304,7 +335,7 @@ def _warm_forkserver() -> None:
     threading.Thread(target=forkserver.ensure_running, name="prep-forkserver", daemon=True).start()
 
 
-def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
+def _run_pool(todo, ctx, state, results, progress, workers: int, after=lambda: None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one process per core; no rayon threads
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     mp_ctx = _pool_context()
@@ -345,7 +376,7 @@ def _run_pool(todo, ctx, state, results, progress, workers: int) -> None:
                     drain()
                     in_flight = {u.index: u for u in pending.values()} | {unit.index: unit}
                     raise PrepError(_worker_died(pool, running, in_flight)) from None
-                _accept(result, state, results, progress, ctx.recipe)
+                _accept(result, state, results, progress, ctx.recipe, after)
                 submit_next()
         drain()
     except BaseException:

@@ -12,7 +12,7 @@ Points (where they are passed):
     shard-bin         ShardWriter: its .bin is renamed into place, its .idx not yet
     journal           RunState.record: after a journal line is written and fsynced
     journal-torn      RunState.record: half of the line is written (the action then fires)
-    finalize-shard    finalize: after each final shard is placed
+    finalize-shard    assemble: after each final shard is placed (a parent thread, while units run)
     manifest-before   finalize: every shard placed, manifest not yet written
     rename-<name>     write_json_atomic: <name>'s temporary file is complete, not yet renamed
                       (rename-plan.json, rename-manifest.json)

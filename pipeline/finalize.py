@@ -1,16 +1,14 @@
-"""After every unit is journaled: coalesce part shards into final shards, write rejects, manifest last.
+"""After every unit is journaled: the last shards, rejects, manifest last.
 
-Consecutive parts of a split (in unit order) are grouped greedily into shards of at most
-`shard_tokens` tokens. A group of one part is hard-linked into place (no copy); a larger group is
-concatenated with 8 MiB reads (sequential I/O at ~1 GB/s against ~10-20 MB/s of tokenization, so
-under 2% of a run). Parts stay until the manifest is written, so a crash here is redone exactly:
-a re-run deletes the split directories (and any stale manifest temporary) and places every shard
-again. A failure while placing (ENOSPC) removes that shard's temporary files before re-raising.
+Shards are placed by `pipeline.assemble` (greedy groups of parts in unit order, hard link or
+concatenation): during the run by the executor's PartStream, or here all at once when exact dedup
+must first see every unit. Parts stay until the manifest is written, so a crash here is redone
+exactly: a re-run rebuilds the split directories from the parts (and drops any stale manifest
+temporary). A failure while placing (ENOSPC) removes that shard's temporary files before re-raising.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -18,99 +16,43 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import __version__, faults
+from pipeline.assemble import COPY_BLOCK, PartStream
 from pipeline.filters import drop_duplicates
 from pipeline.journal import RunState
-from pipeline.manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    ShardInfo,
-    SplitInfo,
-    read_idx,
-    write_idx,
-    write_manifest,
-)
-from pipeline.shards import named
+from pipeline.manifest import MANIFEST_NAME, Manifest, ShardInfo, SplitInfo, write_manifest
 from pipeline.worker import SPLITS
 
-__all__ = ["finalize", "group_parts"]
-
-COPY_BLOCK = 8 << 20
+__all__ = ["finalize", "needs_all_units"]
 
 
-def group_parts(parts: list[dict], shard_tokens: int) -> list[list[dict]]:
-    groups: list[list[dict]] = []
-    total = 0
-    for p in parts:
-        if groups and total + p["num_tokens"] <= shard_tokens:
-            groups[-1].append(p)
-            total += p["num_tokens"]
-        else:
-            groups.append([p])
-            total = p["num_tokens"]
-    return groups
-
-
-def _place(src_dir: Path, dst_dir: Path, name: str, group: list[dict], dtype: np.dtype) -> ShardInfo:
-    bin_path, idx_path = dst_dir / f"{name}.bin", dst_dir / f"{name}.idx"
-    for p in (bin_path, idx_path):
-        p.unlink(missing_ok=True)
-    if len(group) == 1:
-        part = group[0]
-        for ext, dst in (("bin", bin_path), ("idx", idx_path)):
-            src = src_dir / f"{part['name']}.{ext}"
-            try:
-                os.link(src, dst)
-            except OSError:  # another filesystem, or links unsupported
-                shutil.copyfile(src, dst)
-        return ShardInfo(name, part["num_docs"], part["num_tokens"], part["sha256"])
-    sha = hashlib.sha256()
-    lengths = []
-    tmp_bin = bin_path.with_suffix(".bin.tmp")
-    tmp_idx = idx_path.with_suffix(".idx.tmp")
-    try:
-        with open(tmp_bin, "wb") as out:
-            for part in group:
-                lengths.append(np.array(read_idx(src_dir / f"{part['name']}.idx", mmap=False)[1], dtype=np.int64))
-                with open(src_dir / f"{part['name']}.bin", "rb") as f:
-                    while block := f.read(COPY_BLOCK):
-                        sha.update(block)
-                        faults.charge_write(len(block), tmp_bin)
-                        out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-        write_idx(tmp_idx, np.concatenate(lengths), dtype)
-        os.replace(tmp_bin, bin_path)
-        os.replace(tmp_idx, idx_path)
-    except BaseException as e:  # a full disk: free what this shard took; the re-run places it again
-        tmp_bin.unlink(missing_ok=True)
-        tmp_idx.unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise named(e, tmp_bin) from None
-        raise
-    return ShardInfo(name, sum(p["num_docs"] for p in group), sum(p["num_tokens"] for p in group), sha.hexdigest())
+def needs_all_units(results: dict[int, dict]) -> bool:
+    """Exact dedup rewrites parts once every unit is known: its shards cannot be placed while running."""
+    return any(r.get("dedup") for r in results.values() if r.get("status") == "ok")
 
 
 def finalize(out: Path, state: RunState, results: dict[int, dict], num_units: int, *, recipe_dict: dict,
-             tokenizer: dict, dtype: np.dtype, vocab_size: int, shard_tokens: int, splits=SPLITS) -> Manifest:
+             tokenizer: dict, dtype: np.dtype, vocab_size: int, shard_tokens: int, splits=SPLITS,
+             placed: dict[str, list[ShardInfo]] | None = None) -> Manifest:
+    """`placed`: the shards a PartStream already placed from every ok unit; None places them here."""
     ordered = [results[i] for i in range(num_units)]
     ok = [r for r in ordered if r["status"] == "ok"]
     duplicates = 0
-    if any(r.get("dedup") for r in ok):  # dedup: exact; the first copy in dataset order is kept
-        ok, duplicates = drop_duplicates(state.parts, ok, splits, dtype)
+    if placed is None:
+        if needs_all_units(results):  # dedup: exact; the first copy in dataset order is kept
+            ok, duplicates = drop_duplicates(state.parts, ok, splits, dtype)
+        stream = PartStream(state.parts, out, splits, dtype, shard_tokens, background=False)
+        try:
+            for r in ok:
+                stream.feed(r)
+            placed = stream.finish()
+        except BaseException:
+            stream.abort()
+            raise
     for stale in out.glob(MANIFEST_NAME + ".tmp*"):  # a manifest write cut short by a crash
         stale.unlink()
     split_infos = {}
     for split in splits:
-        dst = out / split
-        if dst.exists():
-            shutil.rmtree(dst)  # a crash mid-finalize may have left some; redo them all
-        dst.mkdir(parents=True)
-        parts = [p for r in ok for p in r["shards"][split]]
-        shards = []
-        for k, group in enumerate(group_parts(parts, shard_tokens)):
-            shards.append(_place(state.parts / split, dst, f"shard-{k:06d}", group, dtype))
-            faults.point("finalize-shard")
-        shards = tuple(shards)
+        shards = tuple(placed[split])
         split_infos[split] = SplitInfo(sum(s.num_docs for s in shards), sum(s.num_tokens for s in shards), shards)
     skipped: dict[str, int] = {}
     for r in ok:

@@ -1,7 +1,8 @@
 """Writers for the on-disk format in `manifest.py`.
 
 `ShardWriter` writes one `.bin`/`.idx` pair: tokens go to `NAME.bin.tmp<pid>` in large buffered
-writes (sha256 updated on the way), the index is written at close, then both are fsynced and renamed
+writes (sha256 updated on the way, unless `checksum=False`: a worker's parts are hashed once, when
+pipeline.assemble places them), the index is written at close, then both are fsynced and renamed
 into place (`.bin` first) and the directory is fsynced. Any failure on the way (ENOSPC included)
 removes the temporary files and re-raises; a finished name is never a partial file. The pid in the
 temporary name keeps two processes that write the same shard (a re-run racing an orphan of a killed
@@ -25,6 +26,7 @@ from pipeline.manifest import ShardInfo, write_idx
 __all__ = ["ShardWriter", "RollingShardWriter", "check_id_range", "fsync_dir", "named"]
 
 WRITE_BUFFER_BYTES = 8 << 20  # one write() per 8 MiB: large sequential writes, few syscalls
+DIRECT_WRITE_BYTES = 1 << 20  # arrays this big are written without copying them into the buffer
 
 
 def check_id_range(ids: np.ndarray, dtype: np.dtype, where: str) -> None:
@@ -54,7 +56,7 @@ def fsync_dir(path: str | os.PathLike) -> None:
 class ShardWriter:
     """One shard: `with ShardWriter(dir, name, dtype) as w: w.add_documents(ids, lengths)`."""
 
-    def __init__(self, directory: str | os.PathLike, name: str, dtype: np.dtype):
+    def __init__(self, directory: str | os.PathLike, name: str, dtype: np.dtype, checksum: bool = True):
         self.directory = Path(directory)
         self.name = name
         self.dtype = np.dtype(dtype)
@@ -65,7 +67,7 @@ class ShardWriter:
         self._lengths: list[np.ndarray] = []
         self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._sha = hashlib.sha256()
+        self._sha = hashlib.sha256() if checksum else None
         self.num_docs = 0
         self.num_tokens = 0
         self._file = None
@@ -80,23 +82,33 @@ class ShardWriter:
         """Append documents: `ids` is their concatenated tokens (already `dtype`), `lengths` tokens each."""
         if ids.dtype != self.dtype:
             raise TypeError(f"ids are {ids.dtype}, shard is {self.dtype}")
-        data = ids.astype(self.dtype.newbyteorder("<"), copy=False).tobytes()
-        self._sha.update(data)
-        self._pending.append(data)
-        self._pending_bytes += len(data)
+        data = memoryview(np.ascontiguousarray(ids.astype(self.dtype.newbyteorder("<"), copy=False))).cast("B")
+        if self._sha is not None:
+            self._sha.update(data)
         self._lengths.append(np.asarray(lengths, dtype=np.int64))
         self.num_docs += len(lengths)
         self.num_tokens += int(ids.size)
+        if len(data) >= DIRECT_WRITE_BYTES:  # a batch's worth: write it as is, no copy into a buffer
+            self._flush()
+            self._write(data)
+            return
+        self._pending.append(bytes(data))
+        self._pending_bytes += len(data)
         if self._pending_bytes >= WRITE_BUFFER_BYTES:
             self._flush()
 
+    def _write(self, data) -> None:
+        try:
+            faults.charge_write(len(data), self._tmp_bin)
+            view = memoryview(data)
+            while view:  # a raw FileIO does one write(2), which may be short (a nearly full disk)
+                view = view[self._file.write(view):]
+        except OSError as e:
+            raise named(e, self._tmp_bin) from None
+
     def _flush(self) -> None:
         if self._pending:
-            try:
-                faults.charge_write(self._pending_bytes, self._tmp_bin)
-                self._file.write(b"".join(self._pending))
-            except OSError as e:
-                raise named(e, self._tmp_bin) from None
+            self._write(b"".join(self._pending))
             self._pending.clear()
             self._pending_bytes = 0
 
@@ -120,7 +132,8 @@ class ShardWriter:
                 raise named(e, self._tmp_bin) from None
             raise
         fsync_dir(self.directory)  # the renames survive a power cut before the unit is journaled
-        self.info = ShardInfo(self.name, self.num_docs, self.num_tokens, self._sha.hexdigest())
+        self.info = ShardInfo(self.name, self.num_docs, self.num_tokens,
+                              self._sha.hexdigest() if self._sha is not None else "")
 
     def _discard(self) -> None:
         self._pending.clear()
@@ -133,8 +146,10 @@ class ShardWriter:
 class RollingShardWriter:
     """Documents -> shards `{prefix}-{k:04d}` of at most `shard_tokens` tokens each (docs kept whole)."""
 
-    def __init__(self, directory: str | os.PathLike, prefix: str, dtype: np.dtype, shard_tokens: int):
+    def __init__(self, directory: str | os.PathLike, prefix: str, dtype: np.dtype, shard_tokens: int,
+                 checksum: bool = True):
         self.directory = Path(directory)
+        self.checksum = checksum
         self.prefix = prefix
         self.dtype = np.dtype(dtype)
         self.shard_tokens = int(shard_tokens)
@@ -165,7 +180,7 @@ class RollingShardWriter:
 
     def _open(self) -> None:
         name = f"{self.prefix}-{len(self.shards):04d}"
-        self._current = ShardWriter(self.directory, name, self.dtype).__enter__()
+        self._current = ShardWriter(self.directory, name, self.dtype, self.checksum).__enter__()
 
     def _roll(self) -> None:
         self._current.__exit__(None, None, None)

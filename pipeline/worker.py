@@ -71,7 +71,9 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     out = recipe.output
     bad = BadRecords(unit, recipe.on_bad_record)
     prefix = f"u{unit.index:07d}"
-    writers = {s: RollingShardWriter(ctx.parts_dir / s, prefix, dtype, out.shard_tokens) for s in SPLITS}
+    # no sha256 here: pipeline.assemble hashes each final shard while placing it (once per byte)
+    writers = {s: RollingShardWriter(ctx.parts_dir / s, prefix, dtype, out.shard_tokens, checksum=False)
+               for s in SPLITS}
     empty = 0
     counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
     dedup = DedupLog() if recipe.dedup == "exact" else None  # hashes of written docs, for finalize

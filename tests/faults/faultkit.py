@@ -104,8 +104,8 @@ def journal_lines(out: Path) -> list[dict]:
 
 
 def assert_journal_parts_whole(out: Path) -> int:
-    """Every unit the journal calls finished has whole part files: sizes, index header and sha256
-    as recorded. Returns the number of journaled units."""
+    """Every unit the journal calls finished has whole part files: sizes, index header (and sha256
+    where recorded). Returns the number of journaled units."""
     from pipeline.manifest import idx_bytes, read_idx_header
 
     entries = journal_lines(out)
@@ -115,7 +115,9 @@ def assert_journal_parts_whole(out: Path) -> int:
                 base = out / ".prep" / "parts" / split / part["name"]
                 data = base.with_name(part["name"] + ".bin").read_bytes()
                 assert len(data) == 2 * part["num_tokens"], part
-                assert hashlib.sha256(data).hexdigest() == part["sha256"], part
+                # workers do not hash parts (the final shards are hashed once, when placed); a
+                # recorded digest must still match
+                assert part["sha256"] in ("", hashlib.sha256(data).hexdigest()), part
                 idx = base.with_name(part["name"] + ".idx")
                 assert read_idx_header(idx).num_seqs == part["num_docs"]
                 assert idx.stat().st_size == idx_bytes(part["num_docs"])

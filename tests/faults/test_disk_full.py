@@ -37,7 +37,7 @@ def _check_failed_cleanly(rc: int, err: str, where: str) -> None:
     err = err.replace("\n", "")
     assert rc == 1, err
     assert "no space left on device" in err and "re-run the same command to resume" in err, err
-    assert where in err, (where, err)  # names the file it was writing
+    assert any(w in err for w in ((where,) if isinstance(where, str) else where)), (where, err)  # names the file
     assert "Traceback" not in err, err
 
 
@@ -47,7 +47,10 @@ def _check_failed_cleanly(rc: int, err: str, where: str) -> None:
     (30_000, 2, "/.prep/parts/"),          # each worker's second unit
     (30_000, 1, "/.prep/parts/"),
     (120_000, 1, "/.prep/parts/"),         # a later unit
-    ("all-parts", 1, "/val/shard-000000.bin.tmp"),  # finalize, copying a coalesced shard
+    # every part fits, but not the parts plus the parent's copies into coalesced shards (placed while
+    # units run, so either write may be the one that fails; tests/pipeline/test_assemble.py fails
+    # the copy alone)
+    ("all-parts", 1, ("/shard-0", "/.prep/parts/")),
 ])
 def test_injected_disk_full_then_rerun_is_identical(tmp_path, recipe, reference, reference_out, budget, workers,
                                                     where):
@@ -61,7 +64,7 @@ def test_injected_disk_full_then_rerun_is_identical(tmp_path, recipe, reference,
     assert_no_survivors(tag)
     assert not (out / "manifest.json").exists()
     done = assert_journal_parts_whole(out)  # nothing partial was recorded as finished
-    assert done < NUM_UNITS or where.startswith("/val/")
+    assert done < NUM_UNITS or not isinstance(where, str)
     if workers == 1:  # the failing process removed its temporaries (a pool's killed peers cannot)
         assert not [p for p in out.rglob("*tmp*")], list(out.rglob("*tmp*"))
     rerun = run_prep(recipe, out, workers=workers)  # "space freed": no budget this time

@@ -117,12 +117,14 @@ def test_ctrl_c_stops_workers_keeps_finished_units(tmp_path, recipe, reference, 
 
 
 def test_ctrl_c_during_finalize_then_rerun_is_identical(tmp_path, recipe, reference):
-    """SIGINT (a Ctrl-C) arriving while finalize places shards: a clean exit 130, then a clean finish."""
+    """SIGINT (a Ctrl-C) arriving while shards are placed (a parent thread, while units still run):
+    a clean exit 130, then a clean finish."""
     out = tmp_path / "out"
     r = run_prep(recipe, out, workers=1, fault="finalize-shard:3:int")
     assert r.returncode == 130, r.stderr
     assert "re-run the same command to resume" in r.stderr and "Traceback" not in r.stderr
-    assert len(journal_lines(out)) == NUM_UNITS and not (out / "manifest.json").exists()
+    assert 1 <= len(journal_lines(out)) <= NUM_UNITS and not (out / "manifest.json").exists()
+    assert not list(out.rglob("shard-*.tmp")), list(out.rglob("*.tmp"))  # the shard being built was dropped
     rerun = run_prep(recipe, out, workers=1)
     assert rerun.returncode == 0, rerun.stderr
     assert_complete(out, reference)

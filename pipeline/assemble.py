@@ -1,0 +1,243 @@
+"""Part shards -> final shards, in dataset order, while the workers are still tokenizing.
+
+Consecutive parts of a split are grouped greedily into shards of at most `shard_tokens` tokens (a
+part joins the open shard if it fits, else it starts the next one), so the shard layout depends only
+on the parts' token counts in unit order: the same for any worker count. A group of one part is
+hard-linked into place (no copy); a larger group is concatenated with 8 MiB reads while its sha256
+is computed, the only place the bytes are hashed (workers do not hash their parts).
+
+`PartStream` does this in a parent thread as units finish in order, instead of all at the end: on
+460 MB of JSONL (144 M tokens, 2 workers) placing every shard after the last unit took 0.75 s of a
+3.85 s run (hash, copy, then one fsync of 288 MB); streamed, only the last part's copy and the last
+shard's fsync remain after the last unit. The thread holds the GIL only between 8 MiB blocks
+(hashlib, read and write release it). Placed shards are final names in DIR/<split>/, but a dataset
+is complete only once manifest.json exists (written last), and a re-run rebuilds DIR/<split>/ from
+the journaled parts, so a crash anywhere is redone exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import faults
+from pipeline.manifest import ShardInfo, read_idx, write_idx
+from pipeline.shards import fsync_dir, named
+
+__all__ = ["ShardAssembler", "PartStream", "group_parts", "COPY_BLOCK"]
+
+COPY_BLOCK = 8 << 20
+SYNC_EVERY = 64 << 20  # fdatasync the shard being built every 64 MiB: spreads the disk writes over
+# the run, so the fsync after the last unit flushes at most 64 MiB instead of the whole shard
+
+
+def group_parts(parts: list[dict], shard_tokens: int) -> list[list[dict]]:
+    """The grouping ShardAssembler makes, all at once (for tests and tools)."""
+    groups: list[list[dict]] = []
+    total = 0
+    for p in parts:
+        if groups and total + p["num_tokens"] <= shard_tokens:
+            groups[-1].append(p)
+            total += p["num_tokens"]
+        else:
+            groups.append([p])
+            total = p["num_tokens"]
+    return groups
+
+
+class ShardAssembler:
+    """One split: `add(part)` in dataset order, then `close()`; `shards` lists what was placed."""
+
+    def __init__(self, src_dir: Path, dst_dir: Path, dtype: np.dtype, shard_tokens: int):
+        self.src_dir, self.dst_dir = Path(src_dir), Path(dst_dir)
+        self.dtype = np.dtype(dtype)
+        self.shard_tokens = int(shard_tokens)
+        self.shards: list[ShardInfo] = []
+        self._group: list[dict] = []
+        self._tokens = 0
+        self._out = None        # the open .bin.tmp once the group has a second part
+        self._sha = None
+        self._lengths: list[np.ndarray] = []
+        self._unsynced = 0
+        self.stop = threading.Event()  # set by another thread: stop between blocks (Ctrl-C)
+
+    def _name(self) -> str:
+        return f"shard-{len(self.shards):06d}"
+
+    def _paths(self) -> tuple[Path, Path, Path, Path]:
+        b, i = self.dst_dir / f"{self._name()}.bin", self.dst_dir / f"{self._name()}.idx"
+        return b, i, b.with_suffix(".bin.tmp"), i.with_suffix(".idx.tmp")
+
+    def add(self, part: dict) -> None:
+        if self._group and self._tokens + part["num_tokens"] <= self.shard_tokens:
+            if self._out is None:  # a second part: this shard is a concatenation
+                self._open()
+                self._append(self._group[0])
+            self._append(part)
+            self._group.append(part)
+            self._tokens += part["num_tokens"]
+            return
+        if self._group:
+            self._close_group()
+        self._group, self._tokens = [part], part["num_tokens"]
+
+    def close(self) -> list[ShardInfo]:
+        if self._group:
+            self._close_group()
+        return self.shards
+
+    def discard(self) -> None:
+        """Drop the temporary files of the shard being built (after a failure)."""
+        if self._out is not None:
+            try:
+                self._out.close()
+            except OSError:  # the disk that failed the write can fail the close too
+                pass
+            self._out = None
+        for p in self._paths()[2:]:
+            p.unlink(missing_ok=True)
+
+    def _open(self) -> None:
+        bin_path, idx_path, tmp_bin, _ = self._paths()
+        for p in (bin_path, idx_path):
+            p.unlink(missing_ok=True)
+        self._out = open(tmp_bin, "wb", buffering=0)  # 8 MiB blocks: no buffer to flush (or fail) at close
+        self._sha = hashlib.sha256()
+        self._lengths = []
+        self._unsynced = 0
+
+    def _append(self, part: dict) -> None:
+        tmp_bin = self._paths()[2]
+        src = self.src_dir / part["name"]
+        self._lengths.append(np.array(read_idx(src.with_name(src.name + ".idx"), mmap=False)[1], dtype=np.int64))
+        try:
+            with open(src.with_name(src.name + ".bin"), "rb") as f:
+                while block := f.read(COPY_BLOCK):
+                    if self.stop.is_set():
+                        raise KeyboardInterrupt
+                    self._sha.update(block)
+                    faults.charge_write(len(block), tmp_bin)
+                    view = memoryview(block)
+                    while view:  # raw write(2) may be short
+                        view = view[self._out.write(view):]
+                    self._unsynced += len(block)
+            if self._unsynced >= SYNC_EVERY:
+                os.fdatasync(self._out.fileno())
+                self._unsynced = 0
+        except OSError as e:
+            raise named(e, tmp_bin) from None
+
+    def _close_group(self) -> None:
+        bin_path, idx_path, tmp_bin, tmp_idx = self._paths()
+        group = self._group
+        num_docs, num_tokens = sum(p["num_docs"] for p in group), sum(p["num_tokens"] for p in group)
+        if self._out is None:  # one part: link it into place, hash it by reading
+            for p in (bin_path, idx_path):
+                p.unlink(missing_ok=True)
+            for ext, dst in (("bin", bin_path), ("idx", idx_path)):
+                src = self.src_dir / f"{group[0]['name']}.{ext}"
+                try:
+                    os.link(src, dst)
+                except OSError:  # another filesystem, or links unsupported
+                    shutil.copyfile(src, dst)
+            sha = group[0].get("sha256") or _file_sha256(bin_path)
+        else:
+            try:
+                os.fsync(self._out.fileno())
+                self._out.close()
+                self._out = None
+                write_idx(tmp_idx, np.concatenate(self._lengths), self.dtype)
+                os.replace(tmp_bin, bin_path)
+                os.replace(tmp_idx, idx_path)
+            except OSError as e:
+                raise named(e, tmp_bin) from None
+            sha = self._sha.hexdigest()
+        self.shards.append(ShardInfo(bin_path.stem, num_docs, num_tokens, sha))
+        self._group, self._tokens = [], 0
+        faults.point("finalize-shard")
+
+
+def _file_sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(COPY_BLOCK):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+class PartStream:
+    """Feed finished unit results in dataset order (`feed`); a thread places their parts as shards.
+
+    `finish()` closes the last shards and returns {split: [ShardInfo]}; it re-raises the thread's
+    error (ENOSPC naming the file). `check()` raises that error early, from the feeding thread.
+    `abort()` stops the thread and drops its temporary files.
+    """
+
+    def __init__(self, parts_root: Path, out: Path, splits, dtype: np.dtype, shard_tokens: int,
+                 background: bool = True):
+        self.assemblers = {}
+        for split in splits:
+            dst = Path(out) / split
+            if dst.exists():
+                shutil.rmtree(dst)  # what an interrupted run placed: rebuilt from the journaled parts
+            dst.mkdir(parents=True)
+            self.assemblers[split] = ShardAssembler(Path(parts_root) / split, dst, dtype, shard_tokens)
+        self.error: BaseException | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = None
+        if background:
+            self._thread = threading.Thread(target=self._loop, name="prep-assemble", daemon=True)
+            self._thread.start()
+
+    def feed(self, result: dict) -> None:
+        if self._thread is None:
+            self._place(result)
+        else:
+            self._queue.put(result)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def finish(self) -> dict[str, list[ShardInfo]]:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self.check()
+        try:
+            shards = {split: a.close() for split, a in self.assemblers.items()}
+        except BaseException:
+            self.abort()
+            raise
+        for a in self.assemblers.values():
+            fsync_dir(a.dst_dir)
+        return shards
+
+    def abort(self) -> None:
+        for a in self.assemblers.values():
+            a.stop.set()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+        for a in self.assemblers.values():
+            a.discard()
+
+    def _place(self, result: dict) -> None:
+        for split, a in self.assemblers.items():
+            for part in result["shards"][split]:
+                a.add(part)
+
+    def _loop(self) -> None:
+        while (result := self._queue.get()) is not None:
+            if self.error is not None:
+                continue  # drain: the feeding thread raises the error at its next check()
+            try:
+                self._place(result)
+            except BaseException as e:
+                self.error = e
