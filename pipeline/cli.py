@@ -62,10 +62,14 @@ def tokenize(
     Resumable: re-running the same command after a crash or kill -9 skips finished work units and
     yields byte-identical output. A second concurrent run on the same output is refused.
     """
-    from pipeline.executor import tokenize as run
     from pipeline.recipe import Recipe
 
     r = Recipe.from_yaml(recipe, set_)
+    if (num_workers or r.resolved_num_workers()) > 1:
+        from pipeline.pool import warm_forkserver
+        warm_forkserver()  # its imports overlap the parent's own and the tokenizer load
+    from pipeline.executor import tokenize as run
+
     result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
                  console=err)
     m = result.manifest

@@ -179,7 +179,7 @@ class RunState:
         """Forget any unfinished run (keeps the lock)."""
         for p in (self.parts, self.rejects):
             shutil.rmtree(p, ignore_errors=True)
-        for p in (self.journal_path, self.plan_path, *self.dir.glob("*.tmp*")):
+        for p in (self.journal_path, self.plan_path, self.dir / "tokenizer.pickle", *self.dir.glob("*.tmp*")):
             p.unlink(missing_ok=True)
 
     def cleanup(self) -> None:

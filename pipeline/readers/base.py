@@ -224,12 +224,12 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte"):
                         "replace the file and re-run to resume") from None
 
 
-def decode_utf8(data: bytes, errors: str) -> str | None:
+def decode_utf8(data: bytes | memoryview, errors: str) -> str | None:
     """data as str; None when it is not UTF-8 and `errors` is skip (the caller rejects the record)."""
     try:
-        return data.decode("utf-8")
+        return str(data, "utf-8")
     except UnicodeDecodeError:
-        return data.decode("utf-8", "replace") if errors == "replace" else None
+        return str(data, "utf-8", "replace") if errors == "replace" else None
 
 
 def get_field(record, dotted: str):

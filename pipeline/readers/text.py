@@ -162,7 +162,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             pieces = iter(())
         for number, (offset, piece) in enumerate(pieces, 1):
             at = number if count else None
-            if per_line and piece.endswith(b"\r"):
+            if per_line and piece[-1:] == b"\r":  # piece: bytes or a memoryview (iter_lines)
                 piece = piece[:-1]
             if not piece:
                 continue

@@ -1,0 +1,259 @@
+"""JSONL fast line path: `iter_lines` (memoryview slices, split for short lines) gives the same
+lines and offsets as an in-memory split and as the previous copying splitter, and `iter_batches` on top of it the same
+texts, positions, rejects and progress as the previous implementation, for any block size and cut."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pipeline.readers.jsonl as jsonl
+from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.readers.base import BadRecords, ByteProgress, decode_errors, open_input
+from pipeline.recipe import SourceConfig
+
+
+def previous_iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """The line splitter before memoryviews (copies every line), kept as the reference.
+
+    (offset, line without newline) for lines whose first byte is in [start, end); end=-1: to EOF.
+
+    `f` is positioned at `start` (a line start: 0, or right after a newline found by the caller).
+    A line longer than `max_bytes` is yielded cut short (but still longer than `max_bytes`, so the
+    caller can tell), and never held whole in memory.
+    """
+    pos = start
+    pending: list[bytes] = []  # pieces of a line longer than one block (no O(n^2) re-concatenation)
+    pending_len = 0
+    cap = max_bytes + 1 if max_bytes is not None else None
+    while True:
+        chunk = f.read(jsonl.READ_BLOCK)
+        if not chunk:
+            if pending and not 0 <= end <= pos:
+                yield pos, b"".join(pending)
+            return
+        first_nl = chunk.find(b"\n")
+        if first_nl < 0:
+            if cap is None or pending_len < cap:
+                pending.append(chunk)
+            pending_len += len(chunk)
+            continue
+        if pending:
+            if cap is None or pending_len < cap:
+                pending.append(chunk[:first_nl])
+            length = pending_len + first_nl
+            line = b"".join(pending)
+            pending, pending_len = [], 0
+            if 0 <= end <= pos:
+                return
+            yield pos, line
+            pos += length + 1
+            chunk = chunk[first_nl + 1:]
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            if 0 <= end <= pos:
+                return
+            yield pos, line
+            pos += len(line) + 1
+        if 0 <= end <= pos:
+            return
+        if tail:
+            pending.append(tail)
+            pending_len = len(tail)
+
+# DENSE_LINE_BYTES: 0 = always memoryviews, 512 = as shipped, huge = split every block after the first
+DENSE = st.sampled_from([0, 512, 1 << 40])
+
+
+@contextmanager
+def blocks(read_block: int, dense: int):
+    with (mock.patch.object(jsonl, "READ_BLOCK", read_block),
+          mock.patch.object(jsonl, "DENSE_LINE_BYTES", dense)):
+        yield
+
+
+def reference_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(offset, line) of every line, from the whole file in memory."""
+    out, offset = [], 0
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()  # a final newline ends the last line; it does not start an empty one
+    for p in parts:
+        out.append((offset, p))
+        offset += len(p) + 1
+    return out
+
+
+def read_units(data: bytes, cut: int, reader, max_bytes: int | None):
+    """Lines of each unit of `cut` bytes, and where each unit stopped reading (no read past what it needs)."""
+    per_unit, stopped = [], []
+    for start in range(0, max(len(data), 1), cut):
+        end = min(start + cut, len(data))
+        f = io.BytesIO(data)
+        pos = jsonl.seek_line_start(f, start)
+        got = list(reader(f, pos, end, max_bytes)) if pos < end else []
+        per_unit.append([(o, bytes(line)) for o, line in got])
+        stopped.append(f.tell())
+    return per_unit, stopped
+
+
+line_bytes = st.one_of(
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([b"", b" ", b"\r", b"\t \x0c", b'{"text": "a"}\r']),
+    st.integers(0, 200).map(lambda n: b"x" * n),  # long enough to span many small blocks
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(line_bytes, max_size=30), st.booleans(), st.integers(1, 64), DENSE, st.integers(1, 80),
+       st.one_of(st.none(), st.integers(1, 60)))
+def test_line_views_match_an_in_memory_split(lines, final_newline, block, dense, cut, max_bytes):
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    with blocks(block, dense):
+        fast, fast_stopped = read_units(data, cut, jsonl.iter_lines, max_bytes)
+        slow, slow_stopped = read_units(data, cut, previous_iter_lines, max_bytes)
+    assert fast == slow  # same offsets, and long lines cut at the same place
+    assert fast_stopped == slow_stopped  # and no block read beyond the unit's last line
+    for u, got in enumerate(fast):  # each unit owns the lines whose first byte lies in its range
+        assert all(u * cut <= o < (u + 1) * cut for o, _ in got)
+    got = [x for unit in fast for x in unit]
+    expect = reference_lines(data)
+    assert [o for o, _ in got] == [o for o, _ in expect]
+    for (_, line), (_, whole) in zip(got, expect):
+        if max_bytes is None or len(whole) <= max_bytes:
+            assert line == whole
+        else:  # cut short, still recognisably too long, never much more than the cap plus a block
+            assert whole.startswith(line) and max_bytes < len(line) <= max_bytes + 1 + block
+
+
+def test_lines_inside_a_block_are_views_not_copies():
+    data = b"".join(b'{"text": "%d"}\n' % i for i in range(50))
+    with blocks(1 << 20, 0):
+        got = list(jsonl.iter_lines(io.BytesIO(data), 0, -1))
+    assert all(isinstance(line, memoryview) for _, line in got)
+    assert [(o, bytes(v)) for o, v in got] == reference_lines(data)
+    with blocks(64, 1 << 40):  # short lines after the first block: split, as iter_lines does
+        got = list(jsonl.iter_lines(io.BytesIO(data), 0, -1))
+    assert [(o, bytes(v)) for o, v in got] == reference_lines(data)
+    assert any(isinstance(line, bytes) for _, line in got)
+
+
+# -- iter_batches, against the implementation it replaced ------------------------------------------
+
+def old_iter_batches(unit, source, bad, batch_docs):
+    """pipeline/readers/jsonl.py iter_batches before the memoryview line path (bytes lines via
+    iter_lines, blankness checked before parsing)."""
+    stream, raw = open_input(unit.path, source.storage_options)
+    extract = TextExtractor(source.text_field, source.text_template)
+    batcher = Batcher(source, bad, batch_docs)
+    max_bytes = source.max_record_bytes
+    limit = max_bytes if max_bytes is not None else float("inf")
+    replace = source.encoding_errors == "replace"
+    meter = ByteProgress(unit, stream, raw)
+    count_lines = unit.start == 0
+    with stream, decode_errors(unit.path, raw):
+        pos = jsonl.seek_line_start(stream, unit.start)
+        lines = (previous_iter_lines(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end
+                 else iter(()))
+        for lineno, (offset, line) in enumerate(lines, 1):
+            at = lineno if count_lines else None
+            if len(line) > limit:
+                bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
+                           line=at)
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                if "utf-8" not in str(e).lower():
+                    bad.reject("malformed_json", offset, line, str(e)[:120], line=at)
+                    continue
+                if not replace:
+                    bad.reject("invalid_utf8", offset, line, str(e)[:120], line=at)
+                    continue
+                try:
+                    record = orjson.loads(line.decode("utf-8", "replace"))
+                except orjson.JSONDecodeError as e2:
+                    bad.reject("malformed_json", offset, line, str(e2)[:120], line=at)
+                    continue
+            try:
+                text = extract(record)
+            except RecordError as e:
+                bad.reject(e.reason, offset, line, e.detail, line=at)
+                continue
+            if batcher.add(text, offset):
+                yield batcher.take(meter.delta())
+    yield batcher.take(meter.rest())
+
+
+def run(reader, units, source):
+    texts, positions, nbytes, rows, counts = [], [], [], [], []
+    for u in units:
+        bad = BadRecords(u, "skip")
+        for batch in reader(u, source, bad, 3):
+            texts.append(batch.texts)
+            positions.append(batch.positions.tolist())
+            nbytes.append(batch.nbytes)
+        rows.append(bad.rows)
+        counts.append(bad.counts)
+    return texts, positions, nbytes, rows, counts
+
+
+record = st.one_of(
+    st.text(max_size=30).map(lambda t: orjson.dumps({"text": t})),
+    st.text(min_size=40, max_size=120).map(lambda t: orjson.dumps({"id": 1, "text": t})),  # over small caps
+    st.sampled_from([b"", b"   ", b"\r", b"\t\x0b\x0c", b'{"text": "crlf"}\r', b'  {"text": "pad"}  ',
+                     b'{"text": ', b'{"text": "a"} x', b"not json", b'{"other": 1}', b'{"text": null}',
+                     b'{"text": 5}', b'{"text": "bad \xff utf8"}', b'{"text": "\xc3"}', b"\xff\xfe",
+                     b'["text"]', b'{"text": "caf\xc3\xa9"}']),
+    st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record, max_size=25), st.booleans(), st.integers(1, 64), DENSE, st.integers(1, 300),
+       st.one_of(st.none(), st.integers(1, 80)), st.sampled_from(["skip", "replace"]), st.integers(0, 3),
+       st.booleans())
+def test_iter_batches_matches_the_previous_implementation(tmp_path_factory, records, final_newline, block,
+                                                          dense, unit_bytes, max_bytes, errors, min_chars,
+                                                          gz):
+    data = b"\n".join(records) + (b"\n" if final_newline and records else b"")
+    path = tmp_path_factory.mktemp("jl") / ("d.jsonl.gz" if gz else "d.jsonl")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors,
+                          min_chars=min_chars)
+    units = jsonl.plan(source, 0, [str(path)], unit_bytes)
+    with blocks(block, dense):
+        new = run(jsonl.iter_batches, units, source)
+        old = run(old_iter_batches, units, source)
+    assert new == old
+
+
+def test_iter_batches_on_a_real_shaped_file(tmp_path):
+    """Big blocks (as shipped), long and short docs, every kind of bad line, several units."""
+    lines = []
+    for i in range(3000):
+        k = i % 10
+        lines.append(b"" if k == 3 else b'{"text": "\xff"}' if k == 5 else b"{broken" if k == 7 else
+                     orjson.dumps({"text": "word " * (i % 400), "id": i}) + (b"\r" if k == 8 else b""))
+    data = b"\n".join(lines)
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), max_record_bytes=1500)
+    for unit_bytes, block in [(1 << 30, jsonl.READ_BLOCK), (200_000, 4096), (70_001, 1000)]:
+        units = jsonl.plan(source, 0, [str(path)], unit_bytes)
+        with blocks(block, jsonl.DENSE_LINE_BYTES):
+            new = run(jsonl.iter_batches, units, source)
+            old = run(old_iter_batches, units, source)
+        assert new == old
+        texts = [t for unit in new[0] for t in unit]
+        assert len(texts) == sum(1 for i in range(3000) if i % 10 not in (3, 5, 7) and len(lines[i]) <= 1500)
