@@ -17,6 +17,7 @@ installed, else tiktoken, else `tokenizers` itself, with a note saying why (see 
 proof: static checks of the tokenizer.json, identical ids on a torture sample here in the parent, and
 identical ids on the run's first `VERIFY_CHARS` characters of documents, in the worker that encodes
 them (a difference there stops the run with FastPathMismatch). The manifest records the backend.
+The parent's part of the proof is cached across runs (`tokenizer_cache.py`); the per-run part is not.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from pipeline import tokenizer_cache, unicode_gaps
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
 
@@ -71,6 +73,9 @@ class TokenizerSpec:
     # what the fast engine is built from, prepared once in the parent: gigatoken's tokenizer.json, or
     # tiktoken's fast_bpe.ByteLevelBPE (ranks); None: derived from `definition` in each worker
     engine_data: object = field(default=None, repr=False, compare=False)
+    # code points whose Unicode class the fast engine sees otherwise than tokenizers (inclusive ranges,
+    # unicode_gaps.probe): documents holding one are encoded by tokenizers itself
+    unicode_gaps: tuple = field(default=(), repr=False, compare=False)
 
     def manifest_dict(self) -> dict:
         return {"name": self.name, "backend": self.backend, "backend_version": self.backend_version,
@@ -116,6 +121,9 @@ class Encoder:
         self._verify_left = 0
         self._rss_limit = _rss_bytes() + GIGATOKEN_CACHE_BYTES if spec.backend == "gigatoken" else 0
         self.num_rebuilds = 0
+        self._gaps = unicode_gaps.GapRouter(spec.unicode_gaps) if reference and spec.unicode_gaps else None
+        self._reference = None
+        self.num_referred = 0  # documents given to tokenizers because of a Unicode gap
 
     def verify_next_documents(self, chars: int | None = None) -> None:
         """Check the next `chars` (default VERIFY_CHARS) characters of documents against tokenizers
@@ -133,11 +141,21 @@ class Encoder:
         if self._encode_one is None:
             return self._from_lists(self._encode_lists(texts))
         arrays = list(map(self._encode_one, texts))
+        if self._gaps is not None:
+            for i in self._gaps.find(texts):  # rare: characters newer than tokenizers' Unicode tables
+                arrays[i] = np.array(self._reference_encoder().encode(texts[i], add_special_tokens=False).ids,
+                                     dtype=np.uint32)
+                self.num_referred += 1
         if self._verify_left > 0:
             self._verify(texts, arrays)
         if self._rss_limit and _rss_bytes() > self._rss_limit:
             self._rebuild()
         return self._from_arrays(arrays)
+
+    def _reference_encoder(self):
+        if self._reference is None:
+            self._reference = _hf_tokenizer(self.spec.definition)
+        return self._reference
 
     def _from_arrays(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         raw = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
@@ -294,19 +312,29 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
 
 
 def _load_hf(cfg: TokenizerConfig) -> TokenizerSpec:
-    from tokenizers import Tokenizer
     definition, folder = _read_definition(cfg.path)
+    sha = hashlib.sha256(definition.encode()).hexdigest()  # of the file's text (a hub id: tokenizers' to_str)
+    named = _config_tokens(folder)
+    settings = {**{k: v for k, v in asdict(cfg).items() if k != "path"}, **{f"file_{k}": v for k, v in named.items()}}
+    key = tokenizer_cache.spec_key(sha, settings)
+    cached = tokenizer_cache.load(key)
+    if isinstance(cached, TokenizerSpec) and cached.sha256 == sha:  # proven by an earlier run: 0.33 -> 0.05 s
+        return replace(cached, name=cfg.path, definition=definition)
+    spec = _prove_hf(cfg, definition, sha, named)
+    tokenizer_cache.store(key, replace(spec, definition=""))  # the definition is the file, read every run
+    return spec
+
+
+def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> TokenizerSpec:
+    from tokenizers import Tokenizer
     try:
         tok = Tokenizer.from_str(definition)
     except Exception as e:
         raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({e})") from None
     _make_plain(tok)
     special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
-    named = _config_tokens(folder)
     eos = _pick(cfg.eos_token or named.get("eos_token"), special, EOS_CANDIDATES, "eos_token", cfg, tok)
     bos = _pick(cfg.bos_token or named.get("bos_token"), special, BOS_CANDIDATES, "bos_token", cfg, tok)
-    # The definition is canonicalised through tokenizers itself, so the hash ignores JSON formatting.
-    sha = hashlib.sha256(definition.encode()).hexdigest()
     vocab = tok.get_vocab_size(with_added_tokens=True)
     max_id = max([vocab - 1, *special.values()])
     spec = TokenizerSpec(cfg.path, "hf", definition, sha, max_id + 1, cfg.boundary, bos, eos,
@@ -356,8 +384,10 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
             failures.append(f"{engine} gave other ids on {fast_bpe.describe_mismatch(sample, found)}")
             continue
         note = f"tokenizer backend {engine}; " + "; ".join(failures) if failures else ""
+        gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
+                                  encode)
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
-                       engine_data=data)
+                       engine_data=data, unicode_gaps=gaps)
     return unavailable("; ".join(failures))
 
 

@@ -16,6 +16,19 @@ DEMO_CORPUS = REPO / "recipes" / "demo" / "corpus.jsonl"
 GPT2_DIR = REPO.parent / "shared" / "assets" / "gpt2"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_tokenizer_cache(tmp_path_factory):
+    """Proven tokenizers are cached across runs (pipeline/tokenizer_cache.py): keep the suite's in a
+    directory of its own (inherited by the `prep` subprocesses), not in ~/.cache."""
+    old = os.environ.get("PREP_CACHE_DIR")
+    os.environ["PREP_CACHE_DIR"] = str(tmp_path_factory.mktemp("prep-cache"))
+    yield
+    if old is None:
+        os.environ.pop("PREP_CACHE_DIR", None)
+    else:
+        os.environ["PREP_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def demo_tokenizer() -> Path:
     return DEMO_TOKENIZER

@@ -1,0 +1,108 @@
+"""Code points on which a fast engine's Unicode tables disagree with `tokenizers`', and the documents
+that hold them.
+
+A pre-tokenizer regex classes characters by Unicode category (\\p{L}, \\p{N}, \\s). Engines built on
+different Unicode versions class newly assigned characters differently: gigatoken 0.10 knows Unicode
+17, tokenizers 0.23 does not, so on "\\U000323b0's" (a CJK Extension J ideograph) gigatoken splits
+[ideograph]['s] and tokenizers [ideograph'][s], and the ids differ (found by the hypothesis test in
+tests/pipeline/test_fast_tokenizer.py). `probe()` finds every such code point among those that
+Python's own Unicode database leaves unassigned (the only ones newer tables can change; 109,271 in
+planes 0-3): for GPT-2 and gigatoken, 4,657 code points in 26 ranges (8 in the BMP); tiktoken: none.
+It runs with the parent's proof (once per tokenizer and engine version: the result is cached with
+the spec, see tokenizer_cache.py).
+
+`GapRouter.find(texts)` then names the documents that contain one, so the Encoder gives them to the
+reference engine. Cost per document: ASCII and Latin-1 text, none (str.isascii and the string's
+width are O(1)); BMP text, one str.find per BMP gap character; text beyond the BMP (emoji), a
+lookup of every code point.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["probe", "GapRouter"]
+
+# Each candidate x is tried in these contexts (a contraction after it, letters and digits around it,
+# a space before, a newline after): together they tell apart the regex classes L, N, space, other.
+_PROBE = "{x}'s a{x}1 {x}\n"
+_CHUNK = 256  # candidates per probe document; a chunk whose ids differ is probed one by one
+
+
+def _candidates() -> list[int]:
+    cat = unicodedata.category
+    return [cp for cp in range(0x40000) if not 0xD800 <= cp < 0xE000 and cat(chr(cp)) == "Cn"]
+
+
+def probe(reference_batch: Callable[[list[str]], list[list[int]]],
+          encode: Callable[[str], np.ndarray]) -> tuple[tuple[int, int], ...]:
+    """Inclusive ranges of code points where `encode` and `reference_batch` (tokenizers) give other
+    ids. ~1 s for GPT-2 on 2 cores, nearly all of it in tokenizers."""
+    cands = _candidates()
+    chunks = [cands[i:i + _CHUNK] for i in range(0, len(cands), _CHUNK)]
+    docs = ["".join(_PROBE.format(x=chr(c)) for c in chunk) for chunk in chunks]
+    want = reference_batch(docs)
+    suspects = [c for chunk, doc, w in zip(chunks, docs, want, strict=True) if not _same(w, encode(doc))
+                for c in chunk]
+    gaps: list[list[int]] = []
+    if suspects:
+        singles = [_PROBE.format(x=chr(c)) for c in suspects]
+        for c, doc, w in zip(suspects, singles, reference_batch(singles), strict=True):
+            if not _same(w, encode(doc)):
+                if gaps and gaps[-1][1] == c - 1:
+                    gaps[-1][1] = c
+                else:
+                    gaps.append([c, c])
+    return tuple((a, b) for a, b in gaps)
+
+
+def _same(want: Sequence[int], got: np.ndarray) -> bool:
+    return len(want) == len(got) and np.array_equal(np.asarray(want, dtype=np.int64), got.astype(np.int64))
+
+
+# A compact str's size is a fixed header plus width x (length + 1) bytes; calibrated here, not assumed.
+_HEAD = {w: sys.getsizeof(ch) - 2 * w for w, ch in ((1, "\xe9"), (2, "\u0100"), (4, "\U00010000"))}
+
+
+def _width(text: str) -> int:
+    """Bytes per character of a non-ASCII `text`'s storage: 1 (Latin-1), 2 (BMP), else 4 (a string
+    stored some other way is treated as 4: fully checked)."""
+    size, n = sys.getsizeof(text), len(text) + 1
+    return 1 if size == _HEAD[1] + n else 2 if size == _HEAD[2] + 2 * n else 4
+
+
+class GapRouter:
+    """Finds the documents holding any code point of `gaps` (inclusive ranges)."""
+
+    def __init__(self, gaps: Sequence[tuple[int, int]]):
+        self.gaps = tuple(gaps)
+        table = np.zeros(0x110000, dtype=bool)
+        for a, b in self.gaps:
+            table[a:b + 1] = True
+        self._table = table
+        bmp = [cp for a, b in self.gaps for cp in range(a, min(b, 0xFFFF) + 1)]
+        self._latin1 = [chr(cp) for cp in bmp if cp < 0x100]
+        # few BMP gap characters: a substring search each (memchr speed); many: a table lookup
+        self._bmp = [chr(cp) for cp in bmp] if len(bmp) <= 32 else None
+
+    def find(self, texts: Sequence[str]) -> list[int]:
+        if not self.gaps:
+            return []
+        out = []
+        for i, t in enumerate(texts):
+            if t.isascii():
+                continue
+            w = _width(t)
+            if w == 1:
+                hit = any(ch in t for ch in self._latin1)
+            elif w == 2 and self._bmp is not None:
+                hit = any(ch in t for ch in self._bmp)
+            else:
+                hit = bool(self._table[np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32)].any())
+            if hit:
+                out.append(i)
+        return out
