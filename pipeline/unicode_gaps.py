@@ -69,8 +69,9 @@ _HEAD = {w: sys.getsizeof(ch) - 2 * w for w, ch in ((1, "\xe9"), (2, "\u0100"), 
 
 
 def _width(text: str) -> int:
-    """Bytes per character of a non-ASCII `text`'s storage: 1 (Latin-1), 2 (BMP), else 4 (a string
-    stored some other way is treated as 4: fully checked)."""
+    """Bytes per character of a non-ASCII `text`'s storage: 1 (Latin-1), 2 (BMP), else 4. A string
+    stored some other way, or whose UTF-8 form C code has cached in it (after an encoder read it),
+    is larger than both formulas and counts as 4: fully checked, slower, never wrong."""
     size, n = sys.getsizeof(text), len(text) + 1
     return 1 if size == _HEAD[1] + n else 2 if size == _HEAD[2] + 2 * n else 4
 

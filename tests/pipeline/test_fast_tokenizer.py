@@ -21,6 +21,7 @@ from pipeline import tokenizers as ptok
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
 from pipeline.tokenizers import FastPathMismatch, load_tokenizer
+from tests.conftest import DEMO_TOKENIZER
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
@@ -184,6 +185,12 @@ def test_gap_router_checks_each_string_width():
              "\U00033000 ext J", "\u2019 \U00033479"]
     assert router.find(texts) == [1, 4, 6, 7]
     assert unicode_gaps.GapRouter(()).find(texts) == []
+    assert [unicode_gaps._width(t) for t in texts[1:8]] == [1, 1, 2, 2, 4, 4, 4]  # O(1) on fresh strings
+    if fast_bpe.gigatoken_available():  # an engine that read the UTF-8 leaves it cached: wider, still right
+        encode = fast_bpe.build_gigatoken(DEMO_TOKENIZER.read_text())
+        for t in texts:
+            encode(t)
+        assert router.find(texts) == [1, 4, 6, 7]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
