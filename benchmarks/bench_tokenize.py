@@ -631,16 +631,22 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
                                                for k, v in ref["exact"].items())
              + "; every pipeline's output below holds exactly the reference token stream (nanoGPT: shuffled, "
              "so count and sum of ids).",
-             f"Best time of the runs per row (runs column: {args.runs} invocation(s) of this script); peak RSS "
+             f"Best time of the runs per row (runs column: timed runs behind the row, from {args.runs} invocation(s) "
+             "of this script, some limited to rows with --only); peak RSS "
              "is the highest seen, summed over the process tree (sampled every 50 ms). MB/s = MB of document "
              f"text per second; end-to-end rows are wall time from process start to finished output. The "
              f"x{args.scale} rows repeat the corpus {args.scale} times: gigatoken's pre-token cache then hits on "
              f"{args.scale - 1}/{args.scale} of the text, so their auto speed is an upper bound; they are there "
-             "for memory and for start-up costs spread over more work.", "",
+             "for memory and for start-up costs spread over more work. prep rows keep the tokenizer proof in "
+             "a cache private to this script (the first run of each row fills it, so best times are warm); the "
+             "'first run of a tokenizer' row runs with it off (PREP_CACHE_DIR=off): load, prove and probe "
+             "Unicode gaps in the parent first.", "",
              f"| pipeline | seconds | MB/s | Mtok/s | vs fastest ceiling ({top[0].split('/')[1] if top[0] else '-'}) "
              f"| vs tiktoken ceiling | peak RSS (MiB) | runs | output |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for name, r in results.items():
+    order = list(ROW_LABELS)  # table order, whatever order the (accumulated) runs came in
+    for name, r in sorted(results.items(), key=lambda kv: (" x" in kv[0], order.index(kv[0].split(" x")[0])
+                                                          if kv[0].split(" x")[0] in order else len(order))):
         secs = r.get("seconds", r["wall"])
         scale = r.get("scale", 1)
         mbs = nbytes * scale / secs / 1e6
