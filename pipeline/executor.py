@@ -1,9 +1,11 @@
-"""Work units -> process pool -> part shards -> journal -> finalize (manifest last).
+"""Work units -> process pool -> part shards -> journal -> final shards -> manifest last.
 
 The parent plans units, keeps at most 2 x workers of them in flight, journals each finished unit,
-and draws progress; it never touches tokens. Output bytes depend only on the recipe and the input:
-units are numbered in dataset order, parts are named after their unit, and finalize walks units in
-order, so 1 or 8 workers, or a run resumed after `kill -9`, give the same files.
+and draws progress; it never touches tokens, except that a parent thread (assemble.PartStream)
+copies finished parts into final shards as units complete in order. Output bytes depend only on
+the recipe and the input: units are numbered in dataset order, parts are named after their unit,
+and shards are placed in unit order, so 1 or 8 workers, or a run resumed after `kill -9`, give the
+same files.
 
 Faults: a worker that dies fails the run at once, naming the worker, how it died and its unit; the
 others are killed. Workers ignore SIGINT (the parent stops them) and kill themselves when the parent
