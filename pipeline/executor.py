@@ -110,6 +110,7 @@ _QUEUE = None
 
 def _init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int) -> None:
     global _CTX, _QUEUE
+    worker_environment()
     with open(spec_path, "rb") as f:
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
     _CTX, _QUEUE = ctx, queue
@@ -325,7 +326,6 @@ def _run_inline(todo, ctx, state, results, progress, after=lambda: None) -> None
 
 
 def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after) -> None:
-    worker_environment()
     mp_ctx = pool_context()
     queue = mp_ctx.Queue()
     pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=_init_worker,

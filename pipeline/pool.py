@@ -25,8 +25,9 @@ def pool_context():
 
 
 def worker_environment() -> None:
-    """One process per core: no tokenizer thread pools inside workers. Set before the forkserver
-    starts, since workers inherit its environment, not the parent's at submit time."""
+    """One process per core: no tokenizer thread pools inside workers. Called in each worker before
+    its first encode (rayon reads these when its pool starts); not in the parent, whose proof and
+    Unicode probe run tokenizers on every core before any worker exists."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
@@ -40,7 +41,6 @@ def warm_forkserver() -> None:
     ctx = pool_context()
     if ctx.get_start_method() != "forkserver":
         return
-    worker_environment()
     ctx.set_forkserver_preload(PRELOAD)  # modules that fail to import are skipped by the forkserver
     from multiprocessing import forkserver
     threading.Thread(target=forkserver.ensure_running, name="prep-forkserver", daemon=True).start()
