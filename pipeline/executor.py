@@ -40,7 +40,7 @@ from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, idx_bytes, read_manifest, shard_paths
-from pipeline.pool import pool_context, warm_forkserver, worker_environment
+from pipeline.pool import hf_threads, pool_context, warm_forkserver, worker_environment
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
 from pipeline.recipe import Recipe, is_url
@@ -108,11 +108,11 @@ _CTX: WorkerContext | None = None
 _QUEUE = None
 
 
-def _init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int) -> None:
+def _init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int, workers: int) -> None:
     global _CTX, _QUEUE
-    worker_environment()
     with open(spec_path, "rb") as f:
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
+    worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
     _CTX, _QUEUE = ctx, queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
     threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
@@ -329,7 +329,8 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     mp_ctx = pool_context()
     queue = mp_ctx.Queue()
     pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=_init_worker,
-                               initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, os.getpid()))
+                               initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, os.getpid(),
+                                         workers))
     pending: dict = {}
     running: dict[int, int] = {}  # worker pid -> index of the unit it last started
     queue_iter = iter(todo)
