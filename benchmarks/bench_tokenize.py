@@ -397,7 +397,7 @@ def timed(name: str, args, extra: list[str] = (), corpus: str | None = None) -> 
         cmd = [sys.executable, __file__, "--run", name, "--corpus", corpus or args.corpus, "--tokenizer",
                args.tokenizer, "--workers", str(args.workers), "--out-dir", out, *extra]
     # prep keeps its tokenizer proof in a cache (pipeline/tokenizer_cache.py): a private one here, filled
-    # by the first run of each variant; "prep/auto-cold" runs without it (a tokenizer's first run)
+    # by an untimed run of each variant; "prep/auto-cold" runs without it (a tokenizer's first run)
     cache = "off" if name.endswith("-cold") else os.path.join(args.tmp, "prep-cache")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PREP_CACHE_DIR": cache}
     t0 = time.perf_counter()
@@ -544,6 +544,10 @@ def main() -> None:
         rows = [r for r in rows if r in args.only.split(",")]
     results = {}
     for name in rows:
+        if name.startswith("prep/") and not name.endswith("-cold"):
+            # untimed: fills this script's private proof cache, so every timed run (and its peak RSS)
+            # is a warm one, like the x-scaled runs that follow; the cold path is its own row
+            shutil.rmtree(timed(name, args)["out"], ignore_errors=True)
         for _ in range(args.repeat):
             r = timed(name, args)
             r["check"] = check_outputs(name, r["out"], ref)
@@ -638,7 +642,8 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
              f"x{args.scale} rows repeat the corpus {args.scale} times: gigatoken's pre-token cache then hits on "
              f"{args.scale - 1}/{args.scale} of the text, so their auto speed is an upper bound; they are there "
              "for memory and for start-up costs spread over more work. prep rows keep the tokenizer proof in "
-             "a cache private to this script (the first run of each row fills it, so best times are warm); the "
+             "a cache private to this script, filled by an untimed run of each row, so timed runs and their peak "
+             "RSS are warm; the "
              "'first run of a tokenizer' row runs with it off (PREP_CACHE_DIR=off): load, prove and probe "
              "Unicode gaps in the parent first.", "",
              f"| pipeline | seconds | MB/s | Mtok/s | vs fastest ceiling ({top[0].split('/')[1] if top[0] else '-'}) "
