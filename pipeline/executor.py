@@ -11,7 +11,9 @@ Faults: a worker that dies fails the run at once, naming the worker, how it died
 others are killed. Workers ignore SIGINT (the parent stops them) and kill themselves when the parent
 dies, so a `kill -9` leaves no orphan writing parts under the next run. SIGTERM acts like Ctrl-C.
 A full disk becomes a PrepError naming the file; no unit is journaled with a partial part.
-Journaled units whose parts went missing are redone; a complete dataset that no longer matches its
+Each final shard is journaled once placed and its parts are then deleted; a resumed run keeps the
+journaled shards whose files are whole. Journaled units whose parts went missing (and are in no kept
+shard) are redone; a complete dataset that no longer matches its
 manifest is reported, not passed off as done. Tests: tests/faults/ (PREP_FAULT, pipeline/faults.py).
 """
 
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import faults
-from pipeline.assemble import PartStream
+from pipeline.assemble import PartStream, usable_placed
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
@@ -185,18 +187,20 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True)
         plan_info = {"units": len(units), "files": sorted({u.path for u in units})}
         results = state.start(_fingerprint(content, spec.sha256, units), plan_info)
-        _drop_lost_units(results, state, dtype_for_vocab(spec.vocab_size))
+        dtype = dtype_for_vocab(spec.vocab_size)
+        splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
+        streamed = recipe.dedup != "exact"  # exact dedup must see every unit before placing a shard
+        placed = {s: usable_placed(out / s, state.placed.get(s, []), dtype) for s in splits} if streamed else {}
+        _drop_lost_units(results, state, dtype, placed)
         spec_path = _spec_file(spec, state) if workers > 1 else None
         faults.point("start")
         todo = [u for u in units if u.index not in results]
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
         ctx = WorkerContext(recipe, spec, state.parts, state.rejects)
-        dtype = dtype_for_vocab(spec.vocab_size)
-        splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
-        # shards are placed while units run, in order; exact dedup must see every unit first
-        stream = None if recipe.dedup == "exact" else PartStream(state.parts, out, splits, dtype,
-                                                                 recipe.output.shard_tokens)
+        # shards are placed while units run, in order, journaled, and their parts then deleted
+        stream = PartStream(state.parts, out, splits, dtype, recipe.output.shard_tokens, placed=placed,
+                            journal=state.record_placed) if streamed else None
         feed = _InOrder(stream, results)
         try:
             feed.advance()  # units journaled by an interrupted run
@@ -266,12 +270,17 @@ def _disk_full_is_user_error(out: Path):
                         "free space there (or choose another --output) and re-run the same command to resume") from None
 
 
-def _drop_lost_units(results: dict[int, dict], state: RunState, dtype) -> None:
+def _drop_lost_units(results: dict[int, dict], state: RunState, dtype, placed: dict[str, list[dict]]) -> None:
     """Forget journaled units whose part files are missing or the wrong size, so they are redone
-    (parts deleted by hand, a disk restored from an older backup). Two stat() calls per part."""
+    (parts deleted by hand, a disk restored from an older backup), unless the part is in one of the
+    `placed` shards kept (its file was deleted once that shard was journaled). Two stat() calls per part."""
+    consumed = {split: {name for e in entries for name in e["parts"]} for split, entries in placed.items()}
+
     def intact(result: dict) -> bool:
         for split, parts in result["shards"].items():
             for part in parts:
+                if part["name"] in consumed.get(split, ()):
+                    continue
                 bin_path, idx_path = shard_paths(state.parts, split, part["name"])
                 try:
                     if (bin_path.stat().st_size != part["num_tokens"] * dtype.itemsize

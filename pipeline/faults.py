@@ -10,9 +10,13 @@ Points (where they are passed):
     start             executor: the plan and journal are on disk, no unit has run yet
     shard-tmp         ShardWriter: a shard's .bin.tmp/.idx.tmp are complete and fsynced, not renamed
     shard-bin         ShardWriter: its .bin is renamed into place, its .idx not yet
-    journal           RunState.record: after a journal line is written and fsynced
+    journal           RunState.record: after a unit's journal line is written and fsynced
     journal-torn      RunState.record: half of the line is written (the action then fires)
-    finalize-shard    assemble: after each final shard is placed (a parent thread, while units run)
+    finalize-shard    assemble: after each final shard is placed (a parent thread, while units run),
+                      before it is journaled
+    journal-placed    RunState.record_placed: after a placed shard's journal line is fsynced
+    journal-placed-torn  the same, half of the line written
+    parts-drop        assemble: a placed shard is journaled, its parts not yet deleted
     manifest-before   finalize: every shard placed, manifest not yet written
     rename-<name>     write_json_atomic: <name>'s temporary file is complete, not yet renamed
                       (rename-plan.json, rename-manifest.json)

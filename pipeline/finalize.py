@@ -1,10 +1,11 @@
 """After every unit is journaled: the last shards, rejects, manifest last.
 
 Shards are placed by `pipeline.assemble` (greedy groups of parts in unit order, hard link or
-concatenation): during the run by the executor's PartStream, or here all at once when exact dedup
-must first see every unit. Parts stay until the manifest is written, so a crash here is redone
-exactly: a re-run rebuilds the split directories from the parts (and drops any stale manifest
-temporary). A failure while placing (ENOSPC) removes that shard's temporary files before re-raising.
+concatenation): during the run by the executor's PartStream (each journaled, then its parts
+deleted), or here all at once when exact dedup must first see every unit (parts then stay until the
+manifest is written, and a re-run rebuilds the split directories from them). Either way a crash
+here is redone exactly (a stale manifest temporary is dropped). A failure while placing (ENOSPC)
+removes that shard's temporary files before re-raising.
 """
 
 from __future__ import annotations

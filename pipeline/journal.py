@@ -1,9 +1,13 @@
-"""Run state in DIR/.prep/: the lock, the plan fingerprint and the append-only unit journal.
+"""Run state in DIR/.prep/: the lock, the plan fingerprint and the append-only journal.
 
 A unit counts as finished only once its journal line is on disk (written and fsynced after its
 shard files were renamed into place), so a crash at any point leaves either a finished unit or one
 that is redone from scratch on the next run. Redoing a unit rewrites the same bytes. A torn or
 unreadable journal tail (a crash mid-append, a power cut) is cut off and its units are redone.
+
+The journal also records each final shard once it is placed and on disk (`record_placed`, a line
+`{"placed": split, "shard": k, ..., "parts": [names]}`), after which its parts are deleted: parts
+never pile up beside the whole output, and a resumed run keeps the shards already placed.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +38,8 @@ class RunState:
         self.journal_path = self.dir / "journal.jsonl"
         self.plan_path = self.dir / "plan.json"
         self.lock_path = self.dir / "lock"
+        self.placed: dict[str, list[dict]] = {}  # split -> journaled final shards 0, 1, ... (see start)
+        self._append_lock = threading.Lock()  # units are journaled by the main thread, shards by another
 
     # -- lock -----------------------------------------------------------------------------------
     @contextmanager
@@ -142,30 +149,50 @@ class RunState:
             self.dir.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.plan_path, {"fingerprint": fingerprint, **describe})
         done: dict[int, dict] = {}
+        placed: dict[str, dict[int, dict]] = {}
         if self.journal_path.exists():
             data = self.journal_path.read_bytes()
             good = 0  # bytes of whole, readable lines; a torn or garbled tail is cut off and redone
             while (end := data.find(b"\n", good)) != -1:
                 try:
                     entry = json.loads(data[good:end])
-                    unit = int(entry["unit"])
+                    if "placed" in entry:
+                        placed.setdefault(str(entry["placed"]), {})[int(entry["shard"])] = entry
+                    else:
+                        done[int(entry["unit"])] = entry  # a unit redone after its parts went missing:
+                        # the later line wins (so does a shard placed again)
                 except (ValueError, KeyError, TypeError):
                     break
-                done[unit] = entry  # a unit redone after its parts went missing: the later line wins
                 good = end + 1
             if good != len(data):
                 with open(self.journal_path, "r+b") as f:
                     f.truncate(good)
+        self.placed = {}
+        for split, by_index in placed.items():  # shards 0..k-1 with no gap: a shard is placed after its
+            run = self.placed[split] = []       # predecessor, so a gap means lines were lost
+            while len(run) in by_index:
+                run.append(by_index[len(run)])
         return done
 
     def record(self, result: dict) -> None:
-        line = json.dumps(result, sort_keys=True) + "\n"
+        with self._append_lock:
+            self._append(json.dumps(result, sort_keys=True) + "\n", "journal")
+
+    def record_placed(self, split: str, index: int, info: dict, parts: list[str]) -> None:
+        """Final shard `index` of `split` (its ShardInfo as a dict) is placed, renamed and its
+        directory fsynced; it was built from `parts`, which the caller deletes once this returns."""
+        entry = {"placed": split, "shard": index, **info, "parts": parts}
+        with self._append_lock:
+            self._append(json.dumps(entry, sort_keys=True) + "\n", "journal-placed")
+
+    def _append(self, line: str, fault: str) -> None:
         try:
             with open(self.journal_path, "a", encoding="utf-8") as f:
-                if faults.hit("journal-torn"):  # tests: a crash halfway through the append
+                torn = f"{fault}-torn"  # tests: a crash halfway through the append
+                if faults.hit(torn):
                     f.write(line[: len(line) // 2])
                     f.flush()
-                    faults.fire("journal-torn")
+                    faults.fire(torn)
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
@@ -173,7 +200,7 @@ class RunState:
             if e.filename is None:
                 raise OSError(e.errno, e.strerror, str(self.journal_path)) from None
             raise
-        faults.point("journal")
+        faults.point(fault)
 
     def reset(self) -> None:
         """Forget any unfinished run (keeps the lock)."""

@@ -94,7 +94,7 @@ def assert_complete(out: Path, reference: dict[str, str]) -> None:
     assert sorted(p.name for p in (out / ".prep").iterdir()) == ["lock"]
 
 
-def journal_lines(out: Path) -> list[dict]:
+def _journal(out: Path) -> list[dict]:
     try:  # (a run that just finished deletes it: no exists() check, it would race)
         text = (out / ".prep" / "journal.jsonl").read_text()
     except FileNotFoundError:
@@ -103,15 +103,32 @@ def journal_lines(out: Path) -> list[dict]:
     return [json.loads(line) for line in whole]
 
 
+def journal_lines(out: Path) -> list[dict]:
+    """The journal's finished-unit entries (not its placed-shard lines)."""
+    return [e for e in _journal(out) if "placed" not in e]
+
+
+def placed_lines(out: Path) -> list[dict]:
+    """The journal's placed-shard entries ({"placed": split, "shard": k, ..., "parts": [...]})."""
+    return [e for e in _journal(out) if "placed" in e]
+
+
 def assert_journal_parts_whole(out: Path) -> int:
-    """Every unit the journal calls finished has whole part files: sizes, index header (and sha256
-    where recorded). Returns the number of journaled units."""
+    """Every unit the journal calls finished has whole part files (sizes, index header, and sha256
+    where recorded), except parts of shards journaled as placed (deleted then); every placed
+    shard's .bin is whole. Returns the number of journaled units."""
     from pipeline.manifest import idx_bytes, read_idx_header
 
+    consumed = set()
+    for e in placed_lines(out):
+        assert (out / e["placed"] / f"{e['name']}.bin").stat().st_size == 2 * e["num_tokens"], e
+        consumed |= {(e["placed"], name) for name in e["parts"]}
     entries = journal_lines(out)
     for e in entries:
         for split, parts in e["shards"].items():
             for part in parts:
+                if (split, part["name"]) in consumed:  # deleted after its shard was journaled (or about to be)
+                    continue
                 base = out / ".prep" / "parts" / split / part["name"]
                 data = base.with_name(part["name"] + ".bin").read_bytes()
                 assert len(data) == 2 * part["num_tokens"], part
