@@ -206,6 +206,11 @@ class ShardAssembler:
                     os.link(src, dst)
                 except OSError:  # another filesystem, or links unsupported
                     _copy_durably(src, dst)
+                    continue
+                try:
+                    _fsync_file(dst)  # workers do not fsync their parts; a final shard must be on disk
+                except OSError as e:
+                    raise named(e, dst) from None
             sha = group[0].get("sha256") or _file_sha256(bin_path)
         else:
             try:
@@ -256,6 +261,14 @@ def _mapped(f, size: int):
             yield view
         finally:
             view.release()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # any descriptor of the file flushes its dirty pages
+    finally:
+        os.close(fd)
 
 
 def _copy_durably(src: Path, dst: Path) -> None:

@@ -41,12 +41,12 @@ from pipeline.assemble import PartStream, usable_placed
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
-from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, idx_bytes, read_manifest, shard_paths
+from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
 from pipeline.pool import hf_threads, pool_context, warm_forkserver, worker_environment
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
 from pipeline.recipe import Recipe, is_url
-from pipeline.shards import named
+from pipeline.shards import named, part_intact
 from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, process_unit
 
@@ -271,24 +271,15 @@ def _disk_full_is_user_error(out: Path):
 
 
 def _drop_lost_units(results: dict[int, dict], state: RunState, dtype, placed: dict[str, list[dict]]) -> None:
-    """Forget journaled units whose part files are missing or the wrong size, so they are redone
-    (parts deleted by hand, a disk restored from an older backup), unless the part is in one of the
-    `placed` shards kept (its file was deleted once that shard was journaled). Two stat() calls per part."""
+    """Forget journaled units whose part files are missing, the wrong size or fail their crc32, so they
+    are redone (parts deleted by hand, a disk restored from an older backup, a power cut: parts are
+    not fsynced), unless the part is in one of the `placed` shards kept (its file was deleted once
+    that shard was journaled). Reads only the parts not yet placed."""
     consumed = {split: {name for e in entries for name in e["parts"]} for split, entries in placed.items()}
 
     def intact(result: dict) -> bool:
-        for split, parts in result["shards"].items():
-            for part in parts:
-                if part["name"] in consumed.get(split, ()):
-                    continue
-                bin_path, idx_path = shard_paths(state.parts, split, part["name"])
-                try:
-                    if (bin_path.stat().st_size != part["num_tokens"] * dtype.itemsize
-                            or idx_path.stat().st_size != idx_bytes(part["num_docs"])):
-                        return False
-                except FileNotFoundError:
-                    return False
-        return True
+        return all(part["name"] in consumed.get(split, ()) or part_intact(state.parts / split, part, dtype.itemsize)
+                   for split, parts in result["shards"].items() for part in parts)
 
     for index in [i for i, r in results.items() if r.get("status") == "ok" and not intact(r)]:
         del results[index]

@@ -8,7 +8,8 @@ and no hook sits in a per-document loop.
 
 Points (where they are passed):
     start             executor: the plan and journal are on disk, no unit has run yet
-    shard-tmp         ShardWriter: a shard's .bin.tmp/.idx.tmp are complete and fsynced, not renamed
+    shard-tmp         ShardWriter: a shard's .bin.tmp/.idx.tmp are complete (fsynced, except a
+                      worker's parts: crc32-checked on resume instead), not renamed
     shard-bin         ShardWriter: its .bin is renamed into place, its .idx not yet
     journal           RunState.record: after a unit's journal line is written and fsynced
     journal-torn      RunState.record: half of the line is written (the action then fires)

@@ -1,8 +1,9 @@
 """Run state in DIR/.prep/: the lock, the plan fingerprint and the append-only journal.
 
 A unit counts as finished only once its journal line is on disk (written and fsynced after its
-shard files were renamed into place), so a crash at any point leaves either a finished unit or one
-that is redone from scratch on the next run. Redoing a unit rewrites the same bytes. A torn or
+part files were renamed into place; the parts themselves are not fsynced, their crc32s in the line
+are checked on resume), so a crash at any point leaves either a finished unit or one that is redone
+from scratch on the next run. Redoing a unit rewrites the same bytes. A torn or
 unreadable journal tail (a crash mid-append, a power cut) is cut off and its units are redone.
 
 The journal also records each final shard once it is placed and on disk (`record_placed`, a line

@@ -3,7 +3,13 @@
 `ShardWriter` writes one `.bin`/`.idx` pair: tokens go to `NAME.bin.tmp<pid>` in large buffered
 writes (sha256 updated on the way, unless `checksum=False`: a worker's parts are hashed once, when
 pipeline.assemble places them), the index is written at close, then both are fsynced and renamed
-into place (`.bin` first) and the directory is fsynced. Any failure on the way (ENOSPC included)
+into place (`.bin` first) and the directory is fsynced. A worker's parts are written with
+`sync=False, crc=True` instead: no fsyncs, and the crc32 of both files goes into the unit's journal
+entry, so a resumed run checks them (`part_intact`) and redoes a unit whose parts a power cut (or
+anything else) damaged. Most parts are deleted seconds after they are written, once their final
+shard is placed; unsynced, they usually never reach the disk at all. 460 MB of JSONL, 2 workers, 8
+interleaved pairs: median 3.02 s with the parts fsynced, 2.79 s with crc32s instead (57.6 MB: 1.14
+-> 1.11 s); crc32 costs ~3 ms per 10 MB of tokens. Any failure on the way (ENOSPC included)
 removes the temporary files and re-raises; a finished name is never a partial file. The pid in the
 temporary name keeps two processes that write the same shard (a re-run racing an orphan of a killed
 run) off each other's files; both write the same bytes, so either rename is right.
@@ -15,15 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from pipeline import faults
 from pipeline.errors import PrepError
-from pipeline.manifest import ShardInfo, write_idx
+from pipeline.manifest import ShardInfo, idx_bytes, write_idx
 
-__all__ = ["ShardWriter", "RollingShardWriter", "check_id_range", "fsync_dir", "named"]
+__all__ = ["ShardWriter", "RollingShardWriter", "check_id_range", "fsync_dir", "named", "part_intact"]
 
 WRITE_BUFFER_BYTES = 8 << 20  # one write() per 8 MiB: large sequential writes, few syscalls
 DIRECT_WRITE_BYTES = 1 << 20  # arrays this big are written without copying them into the buffer
@@ -53,11 +60,36 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def part_intact(directory: Path, part: dict, itemsize: int) -> bool:
+    """A journaled part (a worker's result entry) still on disk as written: sizes, and the crc32 of
+    both files where recorded (reads them: a resume checks only parts not yet in a placed shard)."""
+    bin_path, idx_path = Path(directory) / f"{part['name']}.bin", Path(directory) / f"{part['name']}.idx"
+    try:
+        if (bin_path.stat().st_size != part["num_tokens"] * itemsize
+                or idx_path.stat().st_size != idx_bytes(part["num_docs"])):
+            return False
+        if "crc32" not in part:
+            return True
+        if zlib.crc32(idx_path.read_bytes()) != part["idx_crc32"]:
+            return False
+        crc = 0
+        with open(bin_path, "rb") as f:
+            while block := f.read(8 << 20):
+                crc = zlib.crc32(block, crc)
+        return crc == part["crc32"]
+    except FileNotFoundError:
+        return False
+
+
 class ShardWriter:
     """One shard: `with ShardWriter(dir, name, dtype) as w: w.add_documents(ids, lengths)`."""
 
-    def __init__(self, directory: str | os.PathLike, name: str, dtype: np.dtype, checksum: bool = True):
+    def __init__(self, directory: str | os.PathLike, name: str, dtype: np.dtype, checksum: bool = True,
+                 sync: bool = True, crc: bool = False):
         self.directory = Path(directory)
+        self.sync = sync  # False: closed without fsync (a worker's part: checked by crc32 on resume)
+        self.crc32 = 0 if crc else None  # of the .bin bytes; `idx_crc32` of the .idx, set at close
+        self.idx_crc32: int | None = None
         self.name = name
         self.dtype = np.dtype(dtype)
         self.bin_path = self.directory / f"{name}.bin"
@@ -85,6 +117,8 @@ class ShardWriter:
         data = memoryview(np.ascontiguousarray(ids.astype(self.dtype.newbyteorder("<"), copy=False))).cast("B")
         if self._sha is not None:
             self._sha.update(data)
+        if self.crc32 is not None:
+            self.crc32 = zlib.crc32(data, self.crc32)
         self._lengths.append(np.asarray(lengths, dtype=np.int64))
         self.num_docs += len(lengths)
         self.num_tokens += int(ids.size)
@@ -118,10 +152,13 @@ class ShardWriter:
             return
         try:
             self._flush()
-            os.fsync(self._file.fileno())
+            if self.sync:
+                os.fsync(self._file.fileno())
             self._file.close()
             lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
             write_idx(self._tmp_idx, lengths, self.dtype)
+            if self.crc32 is not None:
+                self.idx_crc32 = zlib.crc32(self._tmp_idx.read_bytes())  # 12 bytes per document
             faults.point("shard-tmp")
             os.replace(self._tmp_bin, self.bin_path)
             faults.point("shard-bin")
@@ -131,7 +168,8 @@ class ShardWriter:
             if isinstance(e, OSError):
                 raise named(e, self._tmp_bin) from None
             raise
-        fsync_dir(self.directory)  # the renames survive a power cut before the unit is journaled
+        if self.sync:
+            fsync_dir(self.directory)  # the renames survive a power cut before the unit is journaled
         self.info = ShardInfo(self.name, self.num_docs, self.num_tokens,
                               self._sha.hexdigest() if self._sha is not None else "")
 
@@ -147,9 +185,10 @@ class RollingShardWriter:
     """Documents -> shards `{prefix}-{k:04d}` of at most `shard_tokens` tokens each (docs kept whole)."""
 
     def __init__(self, directory: str | os.PathLike, prefix: str, dtype: np.dtype, shard_tokens: int,
-                 checksum: bool = True):
+                 checksum: bool = True, sync: bool = True, crc: bool = False):
         self.directory = Path(directory)
-        self.checksum = checksum
+        self.checksum, self.sync, self.crc = checksum, sync, crc
+        self.crcs: list[tuple[int, int]] = []  # (bin crc32, idx crc32) per shard when crc=True
         self.prefix = prefix
         self.dtype = np.dtype(dtype)
         self.shard_tokens = int(shard_tokens)
@@ -180,11 +219,14 @@ class RollingShardWriter:
 
     def _open(self) -> None:
         name = f"{self.prefix}-{len(self.shards):04d}"
-        self._current = ShardWriter(self.directory, name, self.dtype, self.checksum).__enter__()
+        self._current = ShardWriter(self.directory, name, self.dtype, self.checksum, self.sync,
+                                    self.crc).__enter__()
 
     def _roll(self) -> None:
         self._current.__exit__(None, None, None)
         self.shards.append(self._current.info)
+        if self.crc:
+            self.crcs.append((self._current.crc32, self._current.idx_crc32))
         self._current = None
 
     def __exit__(self, exc_type, exc, tb) -> None:

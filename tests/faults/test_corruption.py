@@ -91,6 +91,22 @@ def test_journaled_unit_whose_parts_vanished_is_redone(tmp_path, recipe, referen
     assert_complete(out, reference)
 
 
+@pytest.mark.parametrize("ext", ["bin", "idx"])
+def test_journaled_unit_whose_part_changed_is_redone(tmp_path, recipe, reference, ext):
+    """Parts are not fsynced (a power cut can leave them short or garbled); each unit's journal entry
+    holds their crc32s, and a resumed run redoes a unit whose unplaced parts no longer match."""
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:4").returncode == -signal.SIGKILL
+    part = out / ".prep" / "parts" / "train" / f"u0000003-0000.{ext}"
+    data = bytearray(part.read_bytes())
+    data[-3] ^= 0x01  # same size: only the crc32 can tell
+    part.write_bytes(bytes(data))
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
+    assert f"4/{NUM_UNITS} units" in r.stdout  # unit 3 and the three never done
+    assert_complete(out, reference)
+
+
 def test_garbled_journal_line_cuts_the_journal_there(tmp_path, recipe, reference):
     out = tmp_path / "out"
     assert run_prep(recipe, out, fault="journal:4").returncode == -signal.SIGKILL

@@ -117,7 +117,8 @@ STAGES = [  # (the run parks here, workers, the file ENOSPC hits)
     ("start:1:stop", 1, "/.prep/parts/train/u0000000-0000.bin.tmp"),
     ("start:1:stop", 2, "/.prep/parts/train/u"),
     ("journal:3:stop", 1, "/.prep/parts/train/u0000003-0000.bin.tmp"),
-    ("journal:7:stop", 1, "/val/shard-000000.bin.tmp"),       # finalize
+    # placing shards: the shard being built, or the journal line of one just placed
+    ("journal:7:stop", 1, ("/val/shard-000000.bin.tmp", "/.prep/journal.jsonl")),
     ("manifest-before:1:stop", 1, "/manifest.json.tmp"),      # the manifest itself
 ]
 

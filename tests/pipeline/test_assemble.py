@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -210,3 +211,25 @@ def test_resuming_from_any_journaled_shard_gives_the_same_shards(tmp_path_factor
         assert sha == ref_sha == info.sha256 and np.array_equal(lengths, ref_lengths)
     assert sorted(f.name for f in (root / "out" / "train").iterdir()) == sorted(
         f"{i.name}.{ext}" for i in want for ext in ("bin", "idx"))
+
+
+def test_part_intact_checks_sizes_and_crc32(tmp_path):
+    from pipeline.shards import RollingShardWriter, part_intact
+
+    rng = np.random.default_rng(3)
+    lengths = np.array([5, 7, 3], dtype=np.int64)
+    with RollingShardWriter(tmp_path, "u0000000", np.uint16, 1000, checksum=False, sync=False, crc=True) as w:
+        w.add_documents(rng.integers(0, 60_000, int(lengths.sum()), dtype=np.uint16), lengths)
+    (info,), ((crc, idx_crc),) = w.shards, w.crcs
+    part = {**info.to_dict(), "crc32": crc, "idx_crc32": idx_crc}
+    binf = tmp_path / f"{info.name}.bin"
+    assert crc == zlib.crc32(binf.read_bytes()) and idx_crc == zlib.crc32((tmp_path / f"{info.name}.idx").read_bytes())
+    assert part_intact(tmp_path, part, 2)
+    good = binf.read_bytes()
+    binf.write_bytes(good[:-1] + bytes([good[-1] ^ 0x80]))  # same size
+    assert not part_intact(tmp_path, part, 2)
+    assert part_intact(tmp_path, info.to_dict(), 2)  # an entry without crc32s: sizes only
+    binf.write_bytes(good[:-2])
+    assert not part_intact(tmp_path, part, 2) and not part_intact(tmp_path, info.to_dict(), 2)
+    binf.unlink()
+    assert not part_intact(tmp_path, part, 2)
