@@ -34,6 +34,7 @@ import os
 import queue
 import shutil
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +103,8 @@ class ShardAssembler:
         self._sha = None
         self._lengths: list[np.ndarray] = []
         self._unsynced = 0
+        self._syncing: Future | None = None  # the periodic fdatasync in flight
+        self._helpers: ThreadPoolExecutor | None = None  # 2 threads: a part's copy, the periodic sync
         self._kernel_copy = hasattr(os, "copy_file_range")
         self.stop = threading.Event()  # set by another thread: stop between blocks (Ctrl-C)
 
@@ -130,10 +133,15 @@ class ShardAssembler:
     def close(self) -> list[ShardInfo]:
         if self._group:
             self._close_group()
+        self._stop_helpers()
         return self.shards
 
     def discard(self) -> None:
         """Drop the temporary files of the shard being built (after a failure)."""
+        if self._syncing is not None:
+            wait([self._syncing])  # (its error, if any, is moot now) before its descriptor is closed
+            self._syncing = None
+        self._stop_helpers()
         if self._out is not None:
             try:
                 self._out.close()
@@ -153,26 +161,50 @@ class ShardAssembler:
         self._unsynced = 0
 
     def _append(self, part: dict) -> None:
+        """Hash the part here while a helper thread copies it onto the shard (placing 280 MB of
+        parts alone, page cache warm: 400 -> 600 MB/s together with the asynchronous periodic sync;
+        hash and copy each take ~half of the 0.35 s of CPU)."""
         tmp_bin = self._paths()[2]
         src = self.src_dir / part["name"]
         self._lengths.append(np.array(read_idx(src.with_name(src.name + ".idx"), mmap=False)[1], dtype=np.int64))
+        if self._helpers is None:
+            self._helpers = ThreadPoolExecutor(2, thread_name_prefix="prep-place")
         try:
             with open(src.with_name(src.name + ".bin"), "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 with _mapped(f, size) as data:
-                    for at in range(0, size, COPY_BLOCK):
-                        if self.stop.is_set():
-                            raise KeyboardInterrupt
-                        n = min(COPY_BLOCK, size - at)
-                        self._sha.update(data[at:at + n])
-                        faults.charge_write(n, tmp_bin)
-                        self._copy(f, data, at, n)
-                        self._unsynced += n
-            if self._unsynced >= SYNC_EVERY:
-                os.fdatasync(self._out.fileno())
+                    copying = self._helpers.submit(self._copy_part, f, data, size, tmp_bin)
+                    try:
+                        for at in range(0, size, COPY_BLOCK):
+                            if self.stop.is_set():
+                                raise KeyboardInterrupt
+                            self._sha.update(data[at:at + COPY_BLOCK])
+                    finally:
+                        wait([copying])  # the copy reads `data`: done before it is unmapped
+                    copying.result()
+            self._unsynced += size
+            if self._unsynced >= SYNC_EVERY and (self._syncing is None or self._syncing.done()):
+                # started, not waited for: the disk writes while the next parts are hashed and copied
+                # (one sync in flight at most; its error is raised here next time, or at close)
+                if self._syncing is not None:
+                    self._syncing.result()
+                self._syncing = self._helpers.submit(os.fdatasync, self._out.fileno())
                 self._unsynced = 0
         except OSError as e:
             raise named(e, tmp_bin) from None
+
+    def _copy_part(self, f, data: memoryview, size: int, tmp_bin: Path) -> None:
+        for at in range(0, size, COPY_BLOCK):
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            n = min(COPY_BLOCK, size - at)
+            faults.charge_write(n, tmp_bin)
+            self._copy(f, data, at, n)
+
+    def _stop_helpers(self) -> None:
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=True)
+            self._helpers = None
 
     def _copy(self, f, data: memoryview, at: int, n: int) -> None:
         """Bytes [at, at + n) of part `f` onto the end of the shard: copy_file_range(2), a copy inside
@@ -214,6 +246,9 @@ class ShardAssembler:
             sha = group[0].get("sha256") or _file_sha256(bin_path)
         else:
             try:
+                if self._syncing is not None:
+                    syncing, self._syncing = self._syncing, None
+                    syncing.result()
                 os.fsync(self._out.fileno())
                 self._out.close()
                 self._out = None

@@ -233,3 +233,42 @@ def test_part_intact_checks_sizes_and_crc32(tmp_path):
     assert not part_intact(tmp_path, part, 2) and not part_intact(tmp_path, info.to_dict(), 2)
     binf.unlink()
     assert not part_intact(tmp_path, part, 2)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_periodic_syncs_run_beside_the_copy_and_a_failed_one_names_the_shard(tmp_path, monkeypatch, fail):
+    """The fdatasync every SYNC_EVERY bytes runs on a helper thread (the next parts are hashed and
+    copied meanwhile); the shard is still fsynced whole at close, and a sync that failed (EIO: the
+    disk lost the writes) fails the shard, naming it, with no temporaries left."""
+    import threading
+
+    import pipeline.assemble as assemble
+
+    monkeypatch.setattr(assemble, "SYNC_EVERY", 64)  # a sync after every part
+    real, threads = os.fdatasync, []
+
+    def fdatasync(fd):
+        threads.append(threading.current_thread().name)
+        if fail:
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+    monkeypatch.setattr("os.fdatasync", fdatasync)
+    parts, docs = _write_parts(tmp_path / "parts", [[40], [40], [40], [40]])
+    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000, background=False)
+    if fail:
+        with pytest.raises(OSError) as e:
+            for p in parts:
+                stream.feed({"shards": {"train": [p]}})
+            stream.finish()
+        stream.abort()
+        assert e.value.errno == errno.EIO
+        assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
+        assert not list((tmp_path / "out").rglob("*tmp*"))
+    else:
+        for p in parts:
+            stream.feed({"shards": {"train": [p]}})
+        (info,) = stream.finish()["train"]
+        ids, _, sha = _read_shard(tmp_path / "out" / "train" / info.name)
+        assert np.array_equal(ids, np.concatenate([d[0] for d in docs])) and sha == info.sha256
+    assert threads and all(t.startswith("prep-place") for t in threads)  # never on the placing thread
+    assert not [t for t in threading.enumerate() if t.name.startswith("prep-place")]  # helpers stopped
