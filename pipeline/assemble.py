@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import faults
-from pipeline.manifest import ShardInfo, idx_bytes, read_idx, write_idx
-from pipeline.shards import fsync_dir, named
+from pipeline.manifest import ShardInfo, read_idx, write_idx
+from pipeline.shards import fsync_dir, named, part_intact
 
 __all__ = ["ShardAssembler", "PartStream", "group_parts", "usable_placed", "COPY_BLOCK"]
 
@@ -66,15 +66,12 @@ def group_parts(parts: list[dict], shard_tokens: int) -> list[list[dict]]:
 
 def usable_placed(dst_dir: Path, entries: list[dict], dtype: np.dtype) -> list[dict]:
     """The journaled shards 0..k-1 of one split (`RunState.placed`) whose files are still whole by
-    size (two stat() calls each): a re-run keeps these and rebuilds from shard k on."""
+    size (two stat() calls each; a placed entry has no crc32s): a re-run keeps these and rebuilds
+    from shard k on."""
     itemsize = np.dtype(dtype).itemsize
     kept = []
     for e in entries:
-        try:
-            if ((Path(dst_dir) / f"{e['name']}.bin").stat().st_size != e["num_tokens"] * itemsize
-                    or (Path(dst_dir) / f"{e['name']}.idx").stat().st_size != idx_bytes(e["num_docs"])):
-                break
-        except FileNotFoundError:
+        if not part_intact(dst_dir, e, itemsize):
             break
         kept.append(e)
     return kept

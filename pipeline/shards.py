@@ -61,8 +61,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def part_intact(directory: Path, part: dict, itemsize: int) -> bool:
-    """A journaled part (a worker's result entry) still on disk as written: sizes, and the crc32 of
-    both files where recorded (reads them: a resume checks only parts not yet in a placed shard)."""
+    """A journaled part (a worker's result entry; or a placed shard's entry, sizes only) still on
+    disk as written: sizes, and the crc32 of both files where recorded (reads them: a resume checks
+    only parts not yet in a placed shard)."""
     bin_path, idx_path = Path(directory) / f"{part['name']}.bin", Path(directory) / f"{part['name']}.idx"
     try:
         if (bin_path.stat().st_size != part["num_tokens"] * itemsize
