@@ -38,6 +38,20 @@ def _read_shard(path_base):
     return np.frombuffer(data, np.uint16), lengths, hashlib.sha256(data).hexdigest()
 
 
+def _assert_placing_fails_cleanly(tmp_path, parts, errno_wanted, **stream_kwargs) -> None:
+    """Feeding `parts` fails with `errno_wanted` naming the first shard's temporary, and abort()
+    leaves no temporaries."""
+    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000, **stream_kwargs)
+    with pytest.raises(OSError) as e:
+        for p in parts:
+            stream.feed({"shards": {"train": [p]}})
+        stream.finish()
+    stream.abort()
+    assert e.value.errno == errno_wanted
+    assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
+    assert not list((tmp_path / "out").rglob("*tmp*"))
+
+
 part_lists = st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=5), min_size=1, max_size=12)
 
 
@@ -70,17 +84,9 @@ def test_a_full_disk_while_copying_names_the_shard_and_leaves_no_temporaries(tmp
     parts, _ = _write_parts(tmp_path / "parts", [[30, 30]] * 4)
     faults.configure("enospc:100")  # this process: the first copied block fails
     try:
-        stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000)
-        with pytest.raises(OSError) as e:
-            for p in parts:
-                stream.feed({"shards": {"train": [p]}})
-            stream.finish()
-        stream.abort()
+        _assert_placing_fails_cleanly(tmp_path, parts, errno.ENOSPC)
     finally:
         faults.configure(None)
-    assert e.value.errno == errno.ENOSPC
-    assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
-    assert not list((tmp_path / "out").rglob("*tmp*"))
     assert sorted(p.name for p in (tmp_path / "parts" / "train").iterdir())[:2] == ["u000.bin", "u000.idx"]
 
 
@@ -147,15 +153,7 @@ def test_a_full_disk_in_the_kernel_copy_names_the_shard(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr("os.copy_file_range", full)
     parts, _ = _write_parts(tmp_path / "parts", [[30], [30]])
-    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000)
-    with pytest.raises(OSError) as e:
-        for p in parts:
-            stream.feed({"shards": {"train": [p]}})
-        stream.finish()
-    stream.abort()
-    assert e.value.errno == errno.ENOSPC
-    assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
-    assert not list((tmp_path / "out").rglob("*tmp*"))
+    _assert_placing_fails_cleanly(tmp_path, parts, errno.ENOSPC)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -254,17 +252,10 @@ def test_periodic_syncs_run_beside_the_copy_and_a_failed_one_names_the_shard(tmp
         real(fd)
     monkeypatch.setattr("os.fdatasync", fdatasync)
     parts, docs = _write_parts(tmp_path / "parts", [[40], [40], [40], [40]])
-    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000, background=False)
     if fail:
-        with pytest.raises(OSError) as e:
-            for p in parts:
-                stream.feed({"shards": {"train": [p]}})
-            stream.finish()
-        stream.abort()
-        assert e.value.errno == errno.EIO
-        assert e.value.filename.endswith("/out/train/shard-000000.bin.tmp")
-        assert not list((tmp_path / "out").rglob("*tmp*"))
+        _assert_placing_fails_cleanly(tmp_path, parts, errno.EIO, background=False)
     else:
+        stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000, background=False)
         for p in parts:
             stream.feed({"shards": {"train": [p]}})
         (info,) = stream.finish()["train"]
