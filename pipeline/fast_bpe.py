@@ -268,7 +268,12 @@ def build_gigatoken(definition: str, prepared: bool = False, cache_bytes: int = 
         definition = gigatoken_definition(_loads(definition))
     if cache_bytes > 0 and hasattr(gigatoken, "set_max_cache_bytes"):  # gigatoken > 0.10
         gigatoken.set_max_cache_bytes(cache_bytes)
-    return gigatoken.Tokenizer.from_json(definition).encode
+    tok = gigatoken.Tokenizer.from_json(definition)
+    # Tokenizer.encode is a Python wrapper around its backend's: calling the backend directly saves
+    # ~0.3 us per document (0.1 s per 324 K short documents). Whatever is called is what the proof
+    # and the first-documents check run, so a changed backend cannot slip through unproven.
+    backend = getattr(tok, "_backend", None)
+    return backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
 
 
 # -- proof ----------------------------------------------------------------------------------------

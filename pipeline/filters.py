@@ -106,6 +106,25 @@ class TextExtractor:
             values.append(v)
         return self.format.format(*values)
 
+    def many(self, records: list) -> list[str] | None:
+        """The texts of all `records`, or None if any record would raise (the caller then goes one
+        record at a time, naming each bad one). A plain key is one list comprehension: 324 K short
+        records, 0.30 s through __call__ -> ~0.03 s."""
+        if self.format is None and "." not in self.field:
+            name = self.field
+            try:
+                texts = [r[name] for r in records]
+            except (KeyError, TypeError, IndexError):  # no such key; a list, string or number record
+                return None
+        else:
+            try:
+                texts = list(map(self, records))
+            except RecordError:
+                return None
+        if texts and set(map(type, texts)) != {str}:
+            return None
+        return texts
+
     def check(self, name: str, value) -> str:
         """Type check for a value a columnar reader fetched itself (the plain text_field case)."""
         if type(value) is not str:
@@ -140,10 +159,35 @@ class Batcher:
         self.positions.append(position)
         return len(self.texts) >= self.batch_docs
 
+    def extend(self, texts: list[str], positions: list[int]) -> None:
+        """Queue many documents (`add` for each, without a Python call per document); then take
+        batches while `full()`."""
+        if self.filtering:
+            lo, hi = self.lo, self.hi
+            lengths = list(map(len, texts))
+            keep = [i for i, n in enumerate(lengths) if lo <= n <= hi]
+            if len(keep) < len(texts):
+                for n in lengths:  # in document order, as `add` counts them
+                    if not lo <= n <= hi:
+                        self.bad.count("too_short" if n < lo else "too_long")
+                texts = [texts[i] for i in keep]
+                positions = [positions[i] for i in keep]
+        self.texts += texts
+        self.positions += positions
+
+    def full(self) -> bool:
+        return len(self.texts) >= self.batch_docs
+
     def take(self, nbytes: int) -> DocBatch:
-        batch = DocBatch(self.texts, np.asarray(self.positions, dtype=np.int64), nbytes)
-        self.texts, self.positions = [], []
-        return batch
+        """The first `batch_docs` queued documents (all of them, when fewer are queued)."""
+        n = self.batch_docs
+        if len(self.texts) <= n:
+            texts, positions = self.texts, self.positions
+            self.texts, self.positions = [], []
+        else:  # from the end of a long queue, one batch at a time would copy the rest each time
+            texts, positions = self.texts[:n], self.positions[:n]
+            del self.texts[:n], self.positions[:n]
+        return DocBatch(texts, np.asarray(positions, dtype=np.int64), nbytes)
 
 
 # -- exact dedup -----------------------------------------------------------------------------------

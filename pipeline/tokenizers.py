@@ -115,8 +115,6 @@ class Encoder:
         self._encode_lists = encode_lists
         self.prefix = [spec.bos_id] if spec.boundary in ("bos", "both") else []
         self.suffix = [spec.eos_id] if spec.boundary in ("eos", "both") else []
-        self._pre = np.array(self.prefix, dtype=np.uint32)
-        self._suf = np.array(self.suffix, dtype=np.uint32)
         self._has_reference = reference  # a fast engine, to be checked against tokenizers
         self._verify_left = 0
         self._rss_limit = _rss_bytes() + GIGATOKEN_CACHE_BYTES if spec.backend == "gigatoken" else 0
@@ -163,11 +161,24 @@ class Encoder:
         raw = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
         extra = len(self.prefix) + len(self.suffix)
         lengths = np.where(raw > 0, raw + extra, 0)  # an empty document gets no boundary ids either
-        if extra:
-            pre, suf = self._pre, self._suf
-            arrays = [p for a in arrays if len(a) for p in (pre, a, suf)]
-        ids = np.concatenate(arrays) if arrays else np.zeros(0, np.uint32)
-        return ids.astype(np.uint32, copy=False), lengths
+        ids = np.concatenate(arrays).astype(np.uint32, copy=False) if arrays else np.zeros(0, np.uint32)
+        if extra and ids.size:
+            ids = self._add_boundaries(ids, raw, lengths)
+        return ids, lengths
+
+    def _add_boundaries(self, ids: np.ndarray, raw: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Documents' ids uint32[sum(raw)] -> with prefix and suffix ids around each non-empty one,
+        by index arithmetic (interleaving [pre, a, suf] arrays for np.concatenate cost 0.12 s per
+        324 K short documents; this ~0.01 s)."""
+        out = np.empty(int(lengths.sum()), np.uint32)
+        body = np.ones(out.size, bool)
+        starts = (np.cumsum(lengths) - lengths)[raw > 0]  # where each non-empty document begins in `out`
+        for at, tokens in ((starts, self.prefix), (starts + len(self.prefix) + raw[raw > 0], self.suffix)):
+            for k, token in enumerate(tokens):
+                out[at + k] = token
+                body[at + k] = False
+        out[body] = ids
+        return out
 
     def _from_lists(self, lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         # array('I').extend: ~17 ns/token, 3x np.fromiter over a chain of lists

@@ -286,6 +286,22 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
     assert len_f[1] == 0 and int(len_f.sum()) == ids_f.size
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**32 - 1), max_size=6), max_size=12),
+       st.sampled_from(["eos", "bos", "both", "none"]))
+def test_boundary_ids_go_around_every_non_empty_document(docs, boundary):
+    """Encoder._from_arrays (index arithmetic) == interleaving [bos, ids, eos] per non-empty document."""
+    from types import SimpleNamespace
+    spec = SimpleNamespace(boundary=boundary, bos_id=7, eos_id=9, backend="tiktoken", unicode_gaps=())
+    enc = ptok.Encoder(spec, encode_one=lambda text: np.zeros(0, np.uint32))
+    ids, lengths = enc._from_arrays([np.array(d, np.uint32) for d in docs])
+    pre = [7] if boundary in ("bos", "both") else []
+    suf = [9] if boundary in ("eos", "both") else []
+    want = [t for d in docs if d for t in (*pre, *d, *suf)]
+    assert ids.dtype == np.uint32 and ids.tolist() == want
+    assert lengths.tolist() == [len(d) + len(pre) + len(suf) if d else 0 for d in docs]
+
+
 def test_worker_verification_catches_a_mismatch(trained):
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
     enc = spec.build_encoder()

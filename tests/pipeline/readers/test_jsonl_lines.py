@@ -257,3 +257,54 @@ def test_iter_batches_on_a_real_shaped_file(tmp_path):
         assert new == old
         texts = [t for unit in new[0] for t in unit]
         assert len(texts) == sum(1 for i in range(3000) if i % 10 not in (3, 5, 7) and len(lines[i]) <= 1500)
+
+
+# -- the block-at-a-time pieces: TextExtractor.many, Batcher.extend -----------------------------------
+
+json_value = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=5)),
+                          lambda inner: st.dictionaries(st.sampled_from(["text", "a", "b", "a.b"]), inner, max_size=3)
+                          | st.lists(inner, max_size=2), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(json_value, max_size=6), st.sampled_from([("text", None), ("a.b", None), ("x", "{a} {b}")]))
+def test_extract_many_is_extract_on_each_record_or_none(records, how):
+    """many() gives exactly what calling the extractor on each record gives, and None (one record at
+    a time, then) exactly when one of those calls would raise."""
+    extract = TextExtractor(*how)
+    want = []
+    for r in records:
+        try:
+            want.append(extract(r))
+        except RecordError:
+            want = None
+            break
+    assert extract.many(records) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=8), max_size=30), st.integers(0, 4), st.one_of(st.none(), st.integers(0, 6)),
+       st.integers(1, 7), st.integers(0, 30))
+def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs, cut):
+    """extend() then take() while full() == add() one by one with take() on each full batch: the same
+    batches and the same filter counts in the same order."""
+    source = SourceConfig(path="x", min_chars=min_chars, max_chars=max_chars)
+    unit = jsonl.WorkUnit(0, 0, 0, "x", "jsonl", 0, -1, 0)
+
+    def batches(one_by_one: bool):
+        bad = BadRecords(unit, "skip")
+        b, out = Batcher(source, bad, batch_docs), []
+        groups = [(texts[:cut], list(range(len(texts[:cut])))), (texts[cut:], list(range(cut, len(texts))))]
+        for group, positions in groups:
+            if one_by_one:
+                for t, p in zip(group, positions):
+                    if b.add(t, p):
+                        out.append(b.take(0))
+            else:
+                b.extend(group, positions)
+                while b.full():
+                    out.append(b.take(0))
+        out.append(b.take(0))
+        return [(x.texts, x.positions.tolist()) for x in out], list(bad.counts.items())
+
+    assert batches(False) == batches(True)
