@@ -30,6 +30,7 @@ import shutil
 import signal
 import threading
 import time
+import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -48,7 +49,7 @@ from pipeline.readers import WorkUnit, plan_units
 from pipeline.recipe import Recipe, is_url
 from pipeline.shards import named, part_intact
 from pipeline.tokenizers import load_tokenizer
-from pipeline.worker import WorkerContext, process_unit
+from pipeline.worker import WorkerContext, process_unit, rejects_name
 
 __all__ = ["tokenize", "TokenizeResult"]
 
@@ -271,15 +272,25 @@ def _disk_full_is_user_error(out: Path):
 
 
 def _drop_lost_units(results: dict[int, dict], state: RunState, dtype, placed: dict[str, list[dict]]) -> None:
-    """Forget journaled units whose part files are missing, the wrong size or fail their crc32, so they
-    are redone (parts deleted by hand, a disk restored from an older backup, a power cut: parts are
-    not fsynced), unless the part is in one of the `placed` shards kept (its file was deleted once
-    that shard was journaled). Reads only the parts not yet placed."""
+    """Forget journaled units whose part files or rejects file are missing, the wrong size or fail
+    their crc32, so they are redone (files deleted by hand, a disk restored from an older backup, a
+    power cut: neither is fsynced), unless the part is in one of the `placed` shards kept (its file
+    was deleted once that shard was journaled). Reads only the parts not yet placed."""
     consumed = {split: {name for e in entries for name in e["parts"]} for split, entries in placed.items()}
 
     def intact(result: dict) -> bool:
-        return all(part["name"] in consumed.get(split, ()) or part_intact(state.parts / split, part, dtype.itemsize)
-                   for split, parts in result["shards"].items() for part in parts)
+        return rejects_intact(result) and all(
+            part["name"] in consumed.get(split, ()) or part_intact(state.parts / split, part, dtype.itemsize)
+            for split, parts in result["shards"].items() for part in parts)
+
+    def rejects_intact(result: dict) -> bool:
+        if not result.get("num_rejects"):
+            return True
+        try:
+            data = (state.rejects / rejects_name(result["unit"])).read_bytes()
+        except FileNotFoundError:
+            return False
+        return "rejects_crc32" not in result or zlib.crc32(data) == result["rejects_crc32"]
 
     for index in [i for i, r in results.items() if r.get("status") == "ok" and not intact(r)]:
         del results[index]

@@ -21,7 +21,7 @@ from pipeline.assemble import COPY_BLOCK, PartStream
 from pipeline.filters import drop_duplicates
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, ShardInfo, SplitInfo, write_manifest
-from pipeline.worker import SPLITS
+from pipeline.worker import SPLITS, rejects_name
 
 __all__ = ["finalize", "needs_all_units"]
 
@@ -74,13 +74,19 @@ def finalize(out: Path, state: RunState, results: dict[int, dict], num_units: in
 
 def _write_rejects(out: Path, state: RunState, ok: list[dict]) -> None:
     target = out / "rejects.jsonl"
-    files = [state.rejects / f"u{r['unit']:07d}.jsonl" for r in ok if r.get("num_rejects")]
+    files = [state.rejects / rejects_name(r["unit"]) for r in ok if r.get("num_rejects")]
     if not files:
         target.unlink(missing_ok=True)
         return
     tmp = target.with_suffix(".jsonl.tmp")
-    with open(tmp, "wb") as dst:
-        for f in files:
-            with open(f, "rb") as src:
-                shutil.copyfileobj(src, dst, COPY_BLOCK)
+    try:
+        with open(tmp, "wb") as dst:
+            for f in files:
+                with open(f, "rb") as src:
+                    shutil.copyfileobj(src, dst, COPY_BLOCK)
+            dst.flush()
+            os.fsync(dst.fileno())  # on disk before the manifest (whose directory fsync covers the rename)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, target)

@@ -19,7 +19,7 @@ from pipeline.recipe import Recipe
 from pipeline.shards import RollingShardWriter, check_id_range
 from pipeline.tokenizers import Encoder, TokenizerSpec
 
-__all__ = ["WorkerContext", "process_unit", "val_mask", "SPLITS"]
+__all__ = ["WorkerContext", "process_unit", "val_mask", "rejects_name", "SPLITS"]
 
 SPLITS = ("train", "val")
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -45,6 +45,11 @@ def val_mask(seed: int, source: int, file_index: int, positions: np.ndarray, val
         h = _mix64(positions.astype(np.uint64) ^ key)
     # compare on the top 53 bits, where a float64 threshold is exact
     return (h >> np.uint64(11)) < np.uint64(int(val_fraction * (1 << 53)))
+
+
+def rejects_name(unit_index: int) -> str:
+    """A unit's rejected records, under DIR/.prep/rejects/."""
+    return f"u{unit_index:07d}.jsonl"
 
 
 @dataclass
@@ -118,9 +123,10 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     skipped = dict(bad.counts)
     if empty:
         skipped["empty"] = empty
+    rejects = {}
     if bad.rows:
         ctx.rejects_dir.mkdir(parents=True, exist_ok=True)
-        bad.write(ctx.rejects_dir / f"{prefix}.jsonl")
+        rejects["rejects_crc32"] = bad.write(ctx.rejects_dir / rejects_name(unit.index))
     return {
         "unit": unit.index,
         "status": "ok",
@@ -130,5 +136,6 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         "num_tokens": {s: counts[s][1] for s in SPLITS},
         "skipped": skipped,
         "num_rejects": len(bad.rows),
+        **rejects,
         **({"dedup": dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if dedup is not None else {}),
     }

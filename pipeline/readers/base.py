@@ -101,10 +101,13 @@ class BadRecords:
         """A document dropped by a filter (min/max chars): counted in the manifest, not listed."""
         self.counts[reason] = self.counts.get(reason, 0) + n
 
-    def write(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for row in self.rows:
-                f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    def write(self, path: str | os.PathLike) -> int:
+        """Write the rows as JSON lines; returns the file's crc32 for the unit's journal entry (like
+        its parts, the file is not fsynced: a resumed run checks it and redoes the unit if it differs)."""
+        data = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in self.rows).encode()
+        with open(path, "wb") as f:
+            f.write(data)
+        return zlib.crc32(data)
 
 
 def compression_of(path: str) -> str | None:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from faultkit import REPO, assert_complete, journal_lines, run_prep
+from faultkit import REPO, assert_complete, journal_lines, run_prep, snapshot, write_recipe
 
 from pipeline.verify import check_dataset
 
@@ -150,3 +150,33 @@ def test_rerun_on_a_damaged_complete_dataset_says_what_is_wrong(tmp_path, recipe
                         str(out), "--overwrite", "--no-progress"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert_complete(out, reference)
+
+
+@pytest.mark.parametrize("damage", ["delete", "flip"])
+def test_journaled_unit_whose_rejects_file_changed_is_redone(tmp_path, corpus, damage):
+    """A unit's rejects file is not fsynced either: its journal entry holds the file's crc32, and a
+    resumed run redoes a unit whose rejects file is gone or differs, so rejects.jsonl stays complete."""
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"  # a malformed line every 60 lines: every 64 KiB unit has some
+    bad.write_bytes(b"".join(b'{"text": broken\n' + line if i % 60 == 30 else line for i, line in enumerate(lines)))
+    recipe = write_recipe(tmp_path, bad)
+    reference_run = tmp_path / "reference"
+    assert run_prep(recipe, reference_run).returncode == 0
+    expect = snapshot(reference_run)
+    assert "rejects.jsonl" in expect
+
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:4").returncode == -signal.SIGKILL
+    entry = next(e for e in journal_lines(out) if e["unit"] == 2)
+    assert entry["num_rejects"] > 0 and "rejects_crc32" in entry  # guard
+    path = out / ".prep" / "rejects" / "u0000002.jsonl"
+    if damage == "delete":
+        path.unlink()
+    else:
+        data = bytearray(path.read_bytes())
+        data[5] ^= 0x01  # same size
+        path.write_bytes(bytes(data))
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
+    assert f"4/{NUM_UNITS} units" in r.stdout  # unit 2 and the three never done
+    assert_complete(out, expect)
