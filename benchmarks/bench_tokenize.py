@@ -148,6 +148,25 @@ def load_texts(corpus: str) -> list[str]:
     return list(iter_texts(corpus))
 
 
+def paragraph_corpus(corpus: str) -> str:
+    """A short-document corpus from `corpus`: each paragraph (blank-line separated, stripped, at least
+    20 characters) as its own document, beside it as <name>.paragraphs.jsonl. From docs.jsonl: 324 K
+    documents of ~165 characters, where per-document costs show (docs.jsonl's average is ~7.7 KB)."""
+    path = str(Path(corpus).with_suffix("")) + ".paragraphs.jsonl"
+    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(corpus):
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as out:
+            with open(corpus, "rb") as src:
+                for line in src:
+                    doc = orjson.loads(line)
+                    for para in doc["text"].split("\n\n"):
+                        para = para.strip()
+                        if len(para) >= 20:
+                            out.write(orjson.dumps({"text": para, "source": doc.get("source", "")}) + b"\n")
+        os.replace(tmp, path)
+    return path
+
+
 def gpt2_tiktoken(tokenizer: str):
     """The tiktoken Encoding prep builds from a byte-level tokenizer.json (same BPE as tiktoken's gpt2)."""
     import tiktoken
@@ -508,6 +527,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per row; the best is reported")
     ap.add_argument("--scale", type=int, default=8, help="also run prep on the corpus repeated this many times (RSS)")
+    ap.add_argument("--paragraphs", action="store_true",
+                    help="run on a short-document corpus derived from --corpus: one document per paragraph")
     ap.add_argument("--only", default="", help="comma-separated row names to run (default: all)")
     ap.add_argument("--report", default="", help="report path (default benchmarks/results/tokenize_<machine>_<yyyymm>.md)")
     ap.add_argument("--accumulate", action="store_true",
@@ -524,6 +545,8 @@ def main() -> None:
         counts = build_corpus(args.corpus)
         if sum(counts.values()) < 1000:
             raise SystemExit(f"too few documents found ({counts}); apt-get install -y {APT_PACKAGES}")
+    if args.paragraphs:
+        args.corpus = paragraph_corpus(args.corpus)
     if not os.path.exists(args.tokenizer):
         raise SystemExit(f"{args.tokenizer}: no such tokenizer.json")
     args.tmp = tempfile.mkdtemp(prefix="bench_tokenize_", dir=args.tmp)
@@ -629,7 +652,7 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
              f"{tokenizers.__version__}, tiktoken {tiktoken.__version__}"
              + (f", gigatoken {_ver('gigatoken')}" if "gigatoken" in ref["exact"] else "") + ".",
              f"Corpus: {ref['docs']:,} documents, {nbytes / 1e6:.1f} MB of text ({file_bytes / 1e6:.1f} MB JSONL; "
-             f"Python/Linux/Perl/git/PostgreSQL docs), {ref['tokens'] / 1e6:.2f} M GPT-2 tokens "
+             f"Python/Linux/Perl/git/PostgreSQL docs{', one document per paragraph' if getattr(args, 'paragraphs', False) else ''}), {ref['tokens'] / 1e6:.2f} M GPT-2 tokens "
              f"({nbytes / ref['tokens']:.2f} bytes/token). Tokenizer: {args.tokenizer}.",
              "Correctness first: " + ", ".join(f"{k} {'identical to tokenizers on every document' if v else 'DIFFERENT'}"
                                                for k, v in ref["exact"].items())
@@ -638,10 +661,11 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
              f"Best time of the runs per row (runs column: timed runs behind the row, from {args.runs} invocation(s) "
              "of this script, some limited to rows with --only); peak RSS "
              "is the highest seen, summed over the process tree (sampled every 50 ms). MB/s = MB of document "
-             f"text per second; end-to-end rows are wall time from process start to finished output. The "
-             f"x{args.scale} rows repeat the corpus {args.scale} times: gigatoken's pre-token cache then hits on "
-             f"{args.scale - 1}/{args.scale} of the text, so their auto speed is an upper bound; they are there "
-             "for memory and for start-up costs spread over more work. prep rows keep the tokenizer proof in "
+             "text per second; end-to-end rows are wall time from process start to finished output. "
+             + (f"The x{args.scale} rows repeat the corpus {args.scale} times: gigatoken's pre-token cache then hits "
+                f"on {args.scale - 1}/{args.scale} of the text, so their auto speed is an upper bound; they are "
+                "there for memory and for start-up costs spread over more work. " if args.scale > 1 else "")
+             + "prep rows keep the tokenizer proof in "
              "a cache private to this script, filled by an untimed run of each row, so timed runs and their peak "
              "RSS are warm; the "
              "'first run of a tokenizer' row runs with it off (PREP_CACHE_DIR=off): load, prove and probe "
@@ -699,8 +723,10 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
             worst = max(a_rss, b_rss)
             lines.append(f"| {row} peak RSS, all processes | {worst / 1e6:.0f} MB | < {budget / 1e6:.0f} MB "
                          f"(200 + 150 x {args.workers}) | {'met' if worst < budget else 'MISSED'} |")
-    lines += ["", "Re-run (twice, keeping the best): `python benchmarks/bench_tokenize.py --workers "
-              f"{args.workers} --repeat {args.repeat} --scale {args.scale}` then the same with `--accumulate`", ""]
+    lines += ["", "Re-run (twice, keeping the best): `python benchmarks/bench_tokenize.py "
+              + ("--paragraphs " if getattr(args, "paragraphs", False) else "")
+              + f"--workers {args.workers} --repeat {args.repeat} --scale {args.scale}` then the same with "
+              "`--accumulate`", ""]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines))
     return path
