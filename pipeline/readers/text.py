@@ -17,6 +17,7 @@ prefix equal to a suffix: "\\n", "<|endoftext|>", "\\x1e" are fine). For one tha
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 
 from pipeline.filters import Batcher
 from pipeline.readers.base import (
@@ -30,7 +31,7 @@ from pipeline.readers.base import (
     file_size,
     open_input,
 )
-from pipeline.readers.jsonl import iter_lines, plan_byte_ranges, seek_line_start
+from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
 from pipeline.recipe import SourceConfig
 
 __all__ = ["plan", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
@@ -154,29 +155,59 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     with stream, decode_errors(unit.path, raw):
         if per_line:
             pos = seek_line_start(stream, unit.start)
-            pieces = iter_lines(stream, pos, unit.end, source.max_record_bytes)
+            # a read block's lines at a time (see jsonl.iter_line_groups)
+            groups = iter_line_groups(stream, pos, unit.end, source.max_record_bytes)
         else:
             pos = seek_piece_start(stream, unit.start, sep)
             pieces = iter(()) if pos is None else iter_pieces(stream, pos, unit.end, sep, source.max_record_bytes)
-        if pos is not None and 0 <= unit.end <= pos:
-            pieces = iter(())
-        for number, (offset, piece) in enumerate(pieces, 1):
-            at = number if count else None
-            if per_line and piece[-1:] == b"\r":  # piece: bytes or a memoryview (iter_lines)
-                piece = piece[:-1]
-            if not piece:
-                continue
-            if len(piece) > limit:
-                bad.reject("record_too_large", offset, piece, f"longer than max_record_bytes {source.max_record_bytes}",
-                           line=at)
-                continue
-            text = decode_utf8(piece, source.encoding_errors)
-            if text is None:
-                bad.reject("invalid_utf8", offset, piece, "not UTF-8", line=at)
-                continue
-            if batcher.add(text, offset):
+            groups = (([offset], [piece]) for offset, piece in pieces)
+        if pos is None or 0 <= unit.end <= pos:
+            groups = iter(())
+        number = 0  # pieces before this group
+        for offsets, pieces in groups:
+            texts = _plain_lines(pieces, limit) if per_line else None
+            if texts is not None:
+                batcher.extend(texts, offsets)
+            else:
+                _one_by_one(offsets, pieces, number if count else None, per_line, source, batcher, bad)
+            number += len(pieces)
+            while batcher.full():
                 yield batcher.take(meter.delta())
     yield batcher.take(meter.rest())
+
+
+def _plain_lines(lines: list, limit: float) -> list[str] | None:
+    """The lines as texts when every one is a document as it stands (not blank, no CR before the
+    newline, not too long, UTF-8), with C-level loops; else None (`_one_by_one` then)."""
+    if b"" in lines or max(map(len, lines)) > limit:
+        return None
+    try:
+        texts = list(map(str, lines, repeat("utf-8")))
+    except UnicodeDecodeError:
+        return None
+    return None if any(map(str.endswith, texts, repeat("\r"))) else texts
+
+
+def _one_by_one(offsets: list[int], pieces: list, number: int | None, per_line: bool, source: SourceConfig,
+                batcher: Batcher, bad: BadRecords) -> None:
+    """Each piece on its own: texts to `batcher`, bad ones to `bad` (numbered when `number`, the
+    pieces before these, is known)."""
+    limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
+    for k, (offset, piece) in enumerate(zip(offsets, pieces), 1):
+        at = number + k if number is not None else None
+        if per_line and piece[-1:] == b"\r":  # piece: bytes or a memoryview (iter_line_groups)
+            piece = piece[:-1]
+        if not piece:
+            continue
+        if len(piece) > limit:
+            bad.reject("record_too_large", offset, piece, f"longer than max_record_bytes {source.max_record_bytes}",
+                       line=at)
+            continue
+        text = decode_utf8(piece, source.encoding_errors)
+        if text is None:
+            bad.reject("invalid_utf8", offset, piece, "not UTF-8", line=at)
+            continue
+        batcher.add(text, offset)
 
 
 def _read_capped(stream, limit: int | None) -> bytes:

@@ -104,3 +104,48 @@ def test_one_document_per_file_groups_files_and_numbers_them(tmp_path):
     assert [(r["reason"], r["source"], r["position"]) for r in bad] == [("invalid_utf8", files[7], 7)]
     assert read_all(SourceConfig(path="x", format="text", max_record_bytes=5000), files)[3][0]["reason"] \
         == "record_too_large"
+
+
+line_piece = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")),
+                       st.sampled_from([b"", b"\r", b"ok\r", b"caf\xc3\xa9", b"\xff", b"x" * 30]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(line_piece, max_size=25), st.booleans(), st.integers(1, 64), st.integers(1, 120),
+       st.one_of(st.none(), st.integers(1, 20)), st.sampled_from(["skip", "replace"]))
+def test_per_line_matches_a_line_by_line_reference(tmp_path_factory, lines, final_newline, block, unit_bytes,
+                                                   max_bytes, errors):
+    """Per-line documents (a block's lines decoded at once when all are plain, one by one when not)
+    == splitting the file in memory: CR stripped, blank lines dropped, long or non-UTF-8 lines
+    rejected with their line numbers, for any block size and unit cut."""
+    import pipeline.readers.jsonl as jsonl
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    path = tmp_path_factory.mktemp("t") / "a.txt"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), doc_separator="\n", max_record_bytes=max_bytes, encoding_errors=errors)
+    old = jsonl.READ_BLOCK
+    jsonl.READ_BLOCK = block
+    try:
+        units, texts, positions, bad = read_all(source, [str(path)], unit_bytes)
+    finally:
+        jsonl.READ_BLOCK = old
+    want_texts, want_positions, want_bad, offset = [], [], [], 0
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+    first_unit_end = units[0].end if units[0].end >= 0 else len(data) + 1
+    for number, piece in enumerate(pieces, 1):
+        line = piece[:-1] if piece.endswith(b"\r") else piece
+        if line and max_bytes is not None and len(line) > max_bytes:
+            want_bad.append(("record_too_large", offset, number if offset < first_unit_end else None))
+        elif line:
+            try:
+                text = line.decode("utf-8") if errors == "skip" else line.decode("utf-8", "replace")
+            except UnicodeDecodeError:
+                want_bad.append(("invalid_utf8", offset, number if offset < first_unit_end else None))
+            else:
+                want_texts.append(text)
+                want_positions.append(offset)
+        offset += len(piece) + 1
+    assert (texts, positions) == (want_texts, want_positions)
+    assert [(r["reason"], r["position"], r.get("line")) for r in bad] == want_bad
