@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import pickle
-import select
 import shutil
 import signal
 import threading
@@ -43,13 +42,14 @@ from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
-from pipeline.pool import hf_threads, pool_context, warm_forkserver, worker_environment
+from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
 from pipeline.recipe import Recipe, is_url
 from pipeline.shards import named, part_intact
 from pipeline.tokenizers import load_tokenizer
-from pipeline.worker import WorkerContext, process_unit, rejects_name
+from pipeline.worker import WorkerContext, rejects_name
+from pipeline.worker_process import init_worker, run_unit, unit_or_failure
 
 __all__ = ["tokenize", "TokenizeResult"]
 
@@ -104,61 +104,6 @@ def _wipe(out: Path) -> None:
             continue
         shutil.rmtree(child) if child.is_dir() else child.unlink()
     RunState(out).reset()
-
-
-# -- worker side ----------------------------------------------------------------------------------
-_CTX: WorkerContext | None = None
-_QUEUE = None
-
-
-def _init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int, workers: int) -> None:
-    global _CTX, _QUEUE
-    with open(spec_path, "rb") as f:
-        ctx = dataclasses.replace(ctx, spec=pickle.load(f))
-    worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
-    _CTX, _QUEUE = ctx, queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
-    threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
-    ctx.get_encoder()  # load the tokenizer once per worker, before the first unit
-
-
-def _die_with(pid: int) -> None:
-    """SIGKILL this worker when process `pid` ends. Without it a worker whose parent was kill -9'd
-    lives on forever (blocked on the pool's queue, keeping the forkserver alive too), after first
-    finishing its unit's parts under whatever run comes next."""
-    try:
-        fd = os.pidfd_open(pid)  # Linux >= 5.3: readable once `pid` has exited
-    except (AttributeError, OSError):
-        fd = None
-    if fd is not None:
-        select.select([fd], [], [])
-    else:
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            except PermissionError:
-                pass
-            time.sleep(0.5)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _run_unit(unit: WorkUnit) -> dict:
-    def report(nbytes: int, docs: int, tokens: int) -> None:
-        _QUEUE.put((nbytes, docs, tokens))
-    _QUEUE.put(("start", os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
-    return _unit_or_failure(unit, _CTX, report)
-
-
-def _unit_or_failure(unit: WorkUnit, ctx: WorkerContext, report) -> dict:
-    try:
-        return process_unit(unit, ctx, report)
-    except PrepError as e:
-        if ctx.recipe.on_bad_record == "error":
-            raise
-        # under `skip`, a damaged file fails its unit only; the manifest lists it
-        return {"unit": unit.index, "status": "failed", "path": unit.path, "error": str(e)}
 
 
 # -- parent side ----------------------------------------------------------------------------------
@@ -333,13 +278,13 @@ def _accept(result: dict, state: RunState, results: dict, progress: RunProgress,
 
 def _run_inline(todo, ctx, state, results, progress, after=lambda: None) -> None:
     for unit in todo:
-        _accept(_unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
+        _accept(unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
 
 
 def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after) -> None:
     mp_ctx = pool_context()
     queue = mp_ctx.Queue()
-    pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=_init_worker,
+    pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
                                initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, os.getpid(),
                                          workers))
     pending: dict = {}
@@ -349,7 +294,7 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     def submit_next() -> None:
         unit = next(queue_iter, None)
         if unit is not None:
-            pending[pool.submit(_run_unit, unit)] = unit
+            pending[pool.submit(run_unit, unit)] = unit
 
     def drain() -> None:
         while True:
