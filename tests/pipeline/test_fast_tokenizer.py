@@ -288,13 +288,16 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 2**32 - 1), max_size=6), max_size=12),
-       st.sampled_from(["eos", "bos", "both", "none"]))
-def test_boundary_ids_go_around_every_non_empty_document(docs, boundary):
-    """Encoder._from_arrays (index arithmetic) == interleaving [bos, ids, eos] per non-empty document."""
+       st.sampled_from(["eos", "bos", "both", "none"]), st.sampled_from([0, 3, 10**9]))
+def test_boundary_ids_go_around_every_non_empty_document(docs, boundary, interleave_at):
+    """Encoder._from_arrays (index arithmetic for short documents, interleaved arrays for long ones)
+    == [bos, ids, eos] around each non-empty document."""
     from types import SimpleNamespace
+    from unittest import mock
     spec = SimpleNamespace(boundary=boundary, bos_id=7, eos_id=9, backend="tiktoken", unicode_gaps=())
     enc = ptok.Encoder(spec, encode_one=lambda text: np.zeros(0, np.uint32))
-    ids, lengths = enc._from_arrays([np.array(d, np.uint32) for d in docs])
+    with mock.patch.object(ptok, "INTERLEAVE_TOKENS_PER_DOC", interleave_at):
+        ids, lengths = enc._from_arrays([np.array(d, np.uint32) for d in docs])
     pre = [7] if boundary in ("bos", "both") else []
     suf = [9] if boundary in ("eos", "both") else []
     want = [t for d in docs if d for t in (*pre, *d, *suf)]
