@@ -308,22 +308,27 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
                 progress.advance(*msg)
 
     try:
-        for _ in range(2 * workers):
-            submit_next()
-        while pending:
-            done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            drain()
-            for fut in done:
-                unit = pending.pop(fut)
-                try:
-                    result = fut.result()
-                except BrokenProcessPool:
-                    drain()
-                    in_flight = {u.index: u for u in pending.values()} | {unit.index: unit}
-                    raise PrepError(_worker_died(pool, running, in_flight)) from None
-                _accept(result, state, results, progress, ctx.recipe, after)
+        try:
+            for _ in range(2 * workers):
                 submit_next()
-        drain()
+            while pending:
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                drain()
+                for fut in done:
+                    unit = pending.pop(fut)
+                    try:
+                        result = fut.result()
+                    except BrokenProcessPool:
+                        pending[fut] = unit  # in flight, for the message
+                        raise
+                    _accept(result, state, results, progress, ctx.recipe, after)
+                    submit_next()
+            drain()
+        except BrokenProcessPool:
+            # a worker died: seen through a unit's future, or through submit() on the broken pool when
+            # a unit that finished just before the death comes out of the same wait()
+            drain()
+            raise PrepError(_worker_died(pool, running, {u.index: u for u in pending.values()})) from None
     except BaseException:
         # Ctrl-C, a dead worker, a full disk, a bad-record budget: stop everything now
         for fut in pending:

@@ -147,6 +147,33 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, demo_tokenizer):
     assert tree_bytes(out) == tree_bytes(clean)
 
 
+def test_pool_broken_at_submit_is_a_named_error_not_a_traceback(tmp_path, demo_tokenizer, monkeypatch):
+    """A worker that dies while another unit's result comes out of the same wait() breaks the pool
+    before the next submit(): that is the dead-worker error too (it escaped as a traceback)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    import pipeline.executor as executor
+
+    class BreaksOnFifthSubmit(ProcessPoolExecutor):
+        submits = 0
+
+        def submit(self, *args, **kwargs):
+            type(self).submits += 1
+            if type(self).submits == 5:  # after the first 2 x workers, i.e. once a unit is accepted
+                raise BrokenProcessPool("A child process terminated abruptly, the process pool is not usable anymore")
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "ProcessPoolExecutor", BreaksOnFifthSubmit)
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts() * 2)
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    result = runner.invoke(app, ["tokenize", "--recipe", str(recipe), "-j", "2", "--no-progress"])
+    assert BreaksOnFifthSubmit.submits == 5  # guard: the pool did break at a submit
+    assert result.exit_code == 1 and not isinstance(result.exception, BrokenProcessPool), result.exception
+    assert "a worker process died" in result.output and "re-run the same command to resume" in result.output
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
 def test_large_vocabulary_gives_int32_and_ids_never_wrap(tmp_path):
     from tokenizers import models, pre_tokenizers
     vocab = {f"w{i}": i for i in range(70_000)}
