@@ -22,6 +22,7 @@ import io
 import json
 import os
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
@@ -31,7 +32,7 @@ import numpy as np
 from pipeline.errors import PrepError
 from pipeline.recipe import is_url
 
-__all__ = ["ByteProgress", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
+__all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
            "REJECT_PREVIEW_CHARS", "decode_errors", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
@@ -243,6 +244,26 @@ def get_field(record, dotted: str):
             raise KeyError(part)
         node = node[part]
     return node
+
+
+def batches_by_group(groups, batcher, meter: ByteProgress, fast, slow) -> Iterator[DocBatch]:
+    """DocBatches from a reader's groups of (offsets, records), a read block at a time.
+
+    `fast(records)` gives the block's texts, or None when any record needs a look of its own; then
+    `slow(offsets, records, before)` feeds `batcher` one record at a time (`before`: records in the
+    earlier groups, for line numbers). The batches are those of `Batcher.add` one by one.
+    """
+    before = 0
+    for offsets, records in groups:
+        texts = fast(records)
+        if texts is not None:
+            batcher.extend(texts, offsets)
+        else:
+            slow(offsets, records, before)
+        before += len(records)
+        while batcher.full():
+            yield batcher.take(meter.delta())
+    yield batcher.take(meter.rest())
 
 
 class ByteProgress:

@@ -19,6 +19,7 @@ from pipeline.readers.base import (
     ByteProgress,
     DocBatch,
     WorkUnit,
+    batches_by_group,
     compression_of,
     decode_errors,
     file_size,
@@ -193,25 +194,22 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         # memoryview lines, see iter_line_groups: reader-only on docs.jsonl ~520 -> ~680 MB/s (best of 5)
         groups = (iter_line_groups(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end
                   else iter(()))
-        lineno = 0  # lines before this group
-        for offsets, lines in groups:
-            # a block whose every line is a good record goes through C-level loops; 324 K short
-            # records (62 MB): 1.2 s -> ~0.2 s of Python per core. Any blank, too long, malformed or
-            # textless line sends its block through `_one_by_one`, which names each bad line.
-            texts = None
-            if max_bytes is None or max(map(len, lines)) <= max_bytes:
-                try:
-                    texts = extract.many(list(map(loads, lines)))
-                except orjson.JSONDecodeError:
-                    pass
-            if texts is not None:
-                batcher.extend(texts, offsets)
-            else:
-                _one_by_one(offsets, lines, lineno if count_lines else None, source, extract, batcher, bad)
-            lineno += len(lines)
-            while batcher.full():
-                yield batcher.take(meter.delta())
-    yield batcher.take(meter.rest())
+
+        # a block whose every line is a good record goes through C-level loops; 324 K short records
+        # (62 MB): 1.2 s -> ~0.2 s of Python per core. Any blank, too long, malformed or textless
+        # line sends its block through `_one_by_one`, which names each bad line.
+        def fast(lines: list) -> list[str] | None:
+            if max_bytes is not None and max(map(len, lines)) > max_bytes:
+                return None
+            try:
+                return extract.many(list(map(loads, lines)))
+            except orjson.JSONDecodeError:
+                return None
+
+        def slow(offsets: list[int], lines: list, before: int) -> None:
+            _one_by_one(offsets, lines, before if count_lines else None, source, extract, batcher, bad)
+
+        yield from batches_by_group(groups, batcher, meter, fast, slow)
 
 
 def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: SourceConfig,

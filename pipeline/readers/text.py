@@ -25,6 +25,7 @@ from pipeline.readers.base import (
     ByteProgress,
     DocBatch,
     WorkUnit,
+    batches_by_group,
     compression_of,
     decode_errors,
     decode_utf8,
@@ -163,17 +164,14 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             groups = (([offset], [piece]) for offset, piece in pieces)
         if pos is None or 0 <= unit.end <= pos:
             groups = iter(())
-        number = 0  # pieces before this group
-        for offsets, pieces in groups:
-            texts = _plain_lines(pieces, limit) if per_line else None
-            if texts is not None:
-                batcher.extend(texts, offsets)
-            else:
-                _one_by_one(offsets, pieces, number if count else None, per_line, source, batcher, bad)
-            number += len(pieces)
-            while batcher.full():
-                yield batcher.take(meter.delta())
-    yield batcher.take(meter.rest())
+
+        def fast(pieces: list) -> list[str] | None:
+            return _plain_lines(pieces, limit) if per_line else None
+
+        def slow(offsets: list[int], pieces: list, before: int) -> None:
+            _one_by_one(offsets, pieces, before if count else None, per_line, source, batcher, bad)
+
+        yield from batches_by_group(groups, batcher, meter, fast, slow)
 
 
 def _plain_lines(lines: list, limit: float) -> list[str] | None:
