@@ -418,7 +418,9 @@ def timed(name: str, args, extra: list[str] = (), corpus: str | None = None) -> 
     # prep keeps its tokenizer proof in a cache (pipeline/tokenizer_cache.py): a private one here, filled
     # by an untimed run of each variant; "prep/auto-cold" runs without it (a tokenizer's first run)
     cache = "off" if name.endswith("-cold") else os.path.join(args.tmp, "prep-cache")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PREP_CACHE_DIR": cache}
+    # prepend, not replace: a caller's PYTHONPATH may hold the packages (wheels unpacked with --target)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PREP_CACHE_DIR": cache}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = [0]

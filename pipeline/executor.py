@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import faults
+from pipeline import faults, trace
 from pipeline.assemble import PartStream, usable_placed
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
@@ -110,6 +110,7 @@ def _wipe(out: Path) -> None:
 def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None = None, overwrite: bool = False,
              show_progress: bool = True, console=None) -> TokenizeResult:
     t0 = time.perf_counter()
+    trace.event("tokenize")
     if is_url(str(output or recipe.output.dir)):  # stage locally, upload shards, manifest last
         from pipeline.remote import tokenize_to_url
         return tokenize_to_url(recipe, str(output or recipe.output.dir), num_workers=num_workers,
@@ -118,7 +119,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     if (num_workers or recipe.resolved_num_workers()) > 1:
         warm_forkserver()
     spec = load_tokenizer(recipe.tokenizer)
+    trace.event("tokenizer_loaded", backend=spec.backend)
     units = plan_units(recipe, num_workers)
+    trace.event("units_planned", units=len(units))
     if not units:
         raise PrepError("source.path: matched no input")
     content = recipe.content_dict()
@@ -155,7 +158,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                     _run_inline(todo, ctx, state, results, progress, feed.advance)
                 else:
                     _run_pool(todo, ctx, state, results, progress, workers, spec_path, feed.advance)
+            trace.event("units_done")
             placed = stream.finish() if stream is not None else None
+            trace.event("placed")
         except BaseException:
             if stream is not None:
                 stream.abort()
@@ -165,6 +170,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
                             splits=splits, placed=placed)
         faults.point("manifest-after")
+        trace.event("manifest")
         state.cleanup()
     notes = [f"{len(failed)} unit(s) failed and were left out; see failed_units in the manifest"] if failed else []
     if spec.backend_reason:
@@ -270,6 +276,7 @@ class _InOrder:
 def _accept(result: dict, state: RunState, results: dict, progress: RunProgress, recipe: Recipe,
             after=lambda: None) -> None:
     state.record(result)
+    trace.event("unit_done", unit=result["unit"])
     results[result["unit"]] = result
     progress.unit_done()
     _check_bad_budget(recipe, results)
@@ -307,6 +314,7 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
             else:
                 progress.advance(*msg)
 
+    trace.event("pool_start", workers=workers)
     try:
         try:
             for _ in range(2 * workers):

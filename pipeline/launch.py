@@ -59,6 +59,8 @@ def _warm_for(args: list[str]) -> None:
 
 def main() -> None:
     args = sys.argv[1:]
+    from pipeline import trace
+    trace.event("main")
     if args[:1] == ["tokenize"] and not {"--help", "-h"} & set(args):
         _warm_for(args[1:])
     from pipeline.cli import app

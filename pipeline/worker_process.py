@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 
+from pipeline import trace
 from pipeline.errors import PrepError
 from pipeline.pool import hf_threads, worker_environment
 from pipeline.readers import WorkUnit
@@ -31,6 +32,7 @@ _QUEUE = None
 
 def init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int, workers: int) -> None:
     global _CTX, _QUEUE
+    trace.event("worker_init")
     with open(spec_path, "rb") as f:
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
     worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
@@ -38,6 +40,7 @@ def init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int, work
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
     threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
     ctx.get_encoder()  # load the tokenizer once per worker, before the first unit
+    trace.event("worker_ready")
 
 
 def _die_with(pid: int) -> None:
@@ -66,7 +69,10 @@ def run_unit(unit: WorkUnit) -> dict:
     def report(nbytes: int, docs: int, tokens: int) -> None:
         _QUEUE.put((nbytes, docs, tokens))
     _QUEUE.put(("start", os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
-    return unit_or_failure(unit, _CTX, report)
+    trace.event("unit_start", unit=unit.index)
+    result = unit_or_failure(unit, _CTX, report)
+    trace.event("unit_end", unit=unit.index)
+    return result
 
 
 def unit_or_failure(unit: WorkUnit, ctx: WorkerContext, report) -> dict:

@@ -263,3 +263,66 @@ def test_periodic_syncs_run_beside_the_copy_and_a_failed_one_names_the_shard(tmp
         assert np.array_equal(ids, np.concatenate([d[0] for d in docs])) and sha == info.sha256
     assert threads and all(t.startswith("prep-place") for t in threads)  # never on the placing thread
     assert not [t for t in threading.enumerate() if t.name.startswith("prep-place")]  # helpers stopped
+
+
+def _stream_with_journal(tmp_path, shard_tokens=60):
+    journal = []
+    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, shard_tokens,
+                        journal=lambda split, index, info, names: journal.append((index, info["name"], names)))
+    return stream, journal
+
+
+def test_shards_are_built_at_once_and_still_journaled_in_order(tmp_path, monkeypatch):
+    """Shard 0's build waits (inside its part hashing) until shard 1's build has started: possible
+    only if they run on separate threads at once. Shard 1 is then sealed first, yet the journal
+    (and the manifest's list) sees shard 0 first, and each shard's parts are deleted after its line."""
+    import threading
+
+    import pipeline.assemble as assemble
+
+    parts, docs = _write_parts(tmp_path / "parts", [[30], [30], [30], [30], [30], [30]])  # 3 shards of 2 parts
+    second_started = threading.Event()
+    real_append = assemble._ShardBuild._append
+
+    def append(self, part):
+        if self.index == 1:
+            second_started.set()
+        elif self.index == 0 and part is self.group[-1]:
+            assert second_started.wait(10), "shard 1 did not start while shard 0 was being built"
+        real_append(self, part)
+    monkeypatch.setattr(assemble._ShardBuild, "_append", append)
+    stream, journal = _stream_with_journal(tmp_path)
+    for p in parts:
+        stream.feed({"shards": {"train": [p]}})
+    shards = stream.finish()["train"]
+    assert [s.name for s in shards] == ["shard-000000", "shard-000001", "shard-000002"]
+    assert [(i, n) for i, n, _ in journal] == [(0, "shard-000000"), (1, "shard-000001"), (2, "shard-000002")]
+    assert [names for *_, names in journal] == [[p["name"] for p in parts[k:k + 2]] for k in (0, 2, 4)]
+    ids, _, sha = _read_shard(tmp_path / "out" / "train" / "shard-000001")
+    assert np.array_equal(ids, np.concatenate([docs[2][0], docs[3][0]])) and sha == shards[1].sha256
+    assert not list((tmp_path / "parts" / "train").iterdir())  # every part deleted once journaled
+
+
+def test_a_failed_shard_stops_the_journal_there(tmp_path, monkeypatch):
+    """Shard 0 fails (EIO at its fsync) after shard 1 is whole: shard 1 is not journaled (a re-run
+    must rebuild from shard 0), the error names shard 0, and no temporaries are left."""
+    import pipeline.assemble as assemble
+
+    parts, _ = _write_parts(tmp_path / "parts", [[30], [30], [30], [30]])
+    real_seal = assemble._ShardBuild._seal
+
+    def seal(self):
+        if self.index == 0:
+            raise OSError(errno.EIO, "Input/output error", str(self.tmp_bin))
+        return real_seal(self)
+    monkeypatch.setattr(assemble._ShardBuild, "_seal", seal)
+    stream, journal = _stream_with_journal(tmp_path)
+    with pytest.raises(OSError) as e:
+        for p in parts:
+            stream.feed({"shards": {"train": [p]}})
+        stream.finish()
+    stream.abort()
+    assert e.value.errno == errno.EIO and e.value.filename.endswith("shard-000000.bin.tmp")
+    assert journal == []
+    assert not list((tmp_path / "out").rglob("*tmp*"))
+    assert sorted(p.name for p in (tmp_path / "parts" / "train").iterdir())[:2] == ["u000.bin", "u000.idx"]

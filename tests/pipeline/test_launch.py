@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -70,7 +72,26 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
                           num_workers=2)
     code = ("import sys; from pipeline.launch import main; "
             f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']; main()")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    trace = tmp_path / "trace.jsonl"  # and PREP_TRACE: a timeline from the parent and each worker
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PREP_TRACE": str(trace)})
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out" / "manifest.json").exists()
     assert "units in" in run.stdout
+
+    from pipeline.trace import summarize
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    parent = {e["pid"] for e in events if e["ev"] == "main"}
+    by_ev = lambda name: [e for e in events if e["ev"] == name]  # noqa: E731
+    (planned,) = by_ev("units_planned")
+    units = planned["units"]
+    assert units > 1 and f"{units}/{units} units" in run.stdout
+    assert len(parent) == 1 and {e["pid"] for e in by_ev("unit_done")} == parent
+    assert sorted(e["unit"] for e in by_ev("unit_done")) == list(range(units))
+    assert sorted(e["unit"] for e in by_ev("unit_end")) == list(range(units))
+    workers = {e["pid"] for e in by_ev("worker_ready")}
+    assert 1 <= len(workers) <= 2 and not workers & parent
+    assert {e["pid"] for e in by_ev("unit_start")} <= workers
+    assert [e["ev"] for e in events if e["pid"] in parent][-1] == "manifest"
+    text = "\n".join(summarize(trace.read_text().splitlines()))
+    assert f"({units} units;" in text and "last shard placed" in text and "first worker ready" in text
