@@ -46,9 +46,13 @@ def summarize(lines: list[str]) -> list[str]:
         return pick(ts) if ts else None
 
     out = []
+    parent = {e["pid"] for e in events if e["ev"] == "main"}
     for name in ("main", "tokenize", "tokenizer_loaded", "units_planned", "pool_start"):
         if (t := at(name)) is not None:
             out.append(f"{t:7.3f} s  {name}")
+    preloads = [e["t"] - t0 for e in events if e["ev"] == "imported" and e["pid"] not in parent]
+    if preloads:  # the forkserver's preload imports pipeline.worker_process last but one
+        out.append(f"{min(preloads):7.3f} s  forkserver: worker modules imported")
     inits = [e["t"] - t0 for e in events if e["ev"] == "worker_init"]
     readies = [e["t"] - t0 for e in events if e["ev"] == "worker_ready"]
     if inits:

@@ -83,3 +83,6 @@ def unit_or_failure(unit: WorkUnit, ctx: WorkerContext, report) -> dict:
             raise
         # under `skip`, a damaged file fails its unit only; the manifest lists it
         return {"unit": unit.index, "status": "failed", "path": unit.path, "error": str(e)}
+
+
+trace.event("imported", module=__name__)  # in the forkserver (its preload), and in the parent
