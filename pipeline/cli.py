@@ -10,19 +10,16 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from pipeline.errors import PrepError
+from pipeline.tokenize_command import err, exit_code, out, tokenize_command
 
 __all__ = ["app"]
 
 app = typer.Typer(
     help="prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
 
 
 @app.callback()
@@ -31,18 +28,12 @@ def _root() -> None:
 
 
 def user_errors(fn):
-    """Turn a PrepError into one line on stderr and exit code 1."""
+    """Turn a PrepError into one line on stderr and exit code 1 (Ctrl-C: a resume hint and 130)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PrepError as e:
-            err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted:[/] finished units are kept; re-run the same command to resume",
-                      markup=True)
-            raise typer.Exit(130) from None
+        code = exit_code(fn, *args, **kwargs)
+        if code:
+            raise typer.Exit(code)
     return wrapper
 
 
@@ -62,37 +53,8 @@ def tokenize(
     Resumable: re-running the same command after a crash or kill -9 skips finished work units and
     yields byte-identical output. A second concurrent run on the same output is refused.
     """
-    from pipeline.recipe import Recipe
-
-    r = Recipe.from_yaml(recipe, set_)
-    if (num_workers or r.resolved_num_workers()) > 1:
-        from pipeline.pool import warm_forkserver
-        warm_forkserver()  # its imports overlap the parent's own and the tokenizer load
-    from pipeline.executor import tokenize as run
-
-    result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
-                 console=err)
-    m = result.manifest
-    if result.already_complete:
-        out.print(f"{result.out}: already complete for this recipe; nothing to do (--overwrite to rebuild)")
-    table = Table(title=f"{r.name} -> {result.out}", title_justify="left")
-    for col in ("split", "docs", "tokens", "shards", "tokens/doc"):
-        table.add_column(col, justify="right" if col != "split" else "left")
-    for name, s in m.splits.items():
-        table.add_row(name, f"{s.num_docs:,}", f"{s.num_tokens:,}", str(len(s.shards)),
-                      f"{s.num_tokens / max(s.num_docs, 1):,.1f}")
-    out.print(table)
-    if not result.already_complete:
-        toks = sum(s.num_tokens for s in m.splits.values())
-        secs = max(result.seconds, 1e-9)
-        out.print(f"{result.units_run}/{result.units_total} units in {result.seconds:.1f} s: "
-                  f"{result.input_bytes / secs / 1e6:.1f} MB/s input, {toks / secs / 1e6:.2f} Mtok/s; "
-                  f"dtype {m.dtype}, tokenizer backend {m.tokenizer['backend']}")
-    if m.skipped:
-        out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items())
-                  + (f" (listed in {result.out / 'rejects.jsonl'})" if (result.out / "rejects.jsonl").exists() else ""))
-    for note in result.notes:
-        out.print(f"note: {note}")
+    tokenize_command(str(recipe), output=output, num_workers=num_workers, sets=set_, overwrite=overwrite,
+                     progress=progress)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-__all__ = ["event", "enabled", "summarize"]
+__all__ = ["event", "enabled", "rss_mib", "summarize"]
 
 _PATH = os.environ.get("PREP_TRACE") or None
 
@@ -32,6 +32,15 @@ def event(name: str, **fields) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def rss_mib() -> float:
+    """This process's resident set now, MiB (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError):
+        return 0.0
 
 
 def summarize(lines: list[str]) -> list[str]:

@@ -71,7 +71,8 @@ def run_unit(unit: WorkUnit) -> dict:
     _QUEUE.put(("start", os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
     trace.event("unit_start", unit=unit.index)
     result = unit_or_failure(unit, _CTX, report)
-    trace.event("unit_end", unit=unit.index)
+    if trace.enabled():
+        trace.event("unit_end", unit=unit.index, rss_mib=trace.rss_mib())
     return result
 
 

@@ -13,21 +13,32 @@ from pipeline import launch, pool
 from tests.conftest import DEMO_CORPUS, write_recipe
 
 
+def _opts(recipe="r.yaml", **kw):
+    return {"recipe": recipe, "output": None, "num_workers": None, "sets": [], "overwrite": False, "progress": True,
+            **kw}
+
+
 @pytest.mark.parametrize("args,want", [
-    (["--recipe", "r.yaml"], ("r.yaml", None, [])),
-    (["-r", "r.yaml", "-j", "3"], ("r.yaml", 3, [])),
-    (["--recipe=r.yaml", "--num-workers=2", "--no-progress"], ("r.yaml", 2, [])),
-    (["--set", "num_workers=4", "--recipe", "r.yaml", "--set=output.dir=x"],
-     ("r.yaml", None, ["num_workers=4", "output.dir=x"])),
-    (["--overwrite", "--output", "o", "-r", "r.yaml"], ("r.yaml", None, [])),
+    (["--recipe", "r.yaml"], _opts()),
+    (["-r", "./r.yaml", "-j", "3"], _opts(num_workers=3)),
+    (["--recipe=r.yaml", "--num-workers=2", "--no-progress"], _opts(num_workers=2, progress=False)),
+    (["--set", "num_workers=4", "--recipe", "r.yaml", "--set=output.dir=x"], _opts(sets=["num_workers=4", "output.dir=x"])),
+    (["--overwrite", "--output", "o", "-r", "r.yaml", "--progress"], _opts(output="o", overwrite=True)),
+    (["-o", "a", "--output=b", "-r", "x.yaml", "-r", "r.yaml"], _opts(output="b")),  # the last one wins
     (["--no-progress"], None),                # no recipe named: the CLI reports it
     (["--recipe"], None),                     # a value missing
+    (["-r", "--overwrite"], None),
     (["-r", "r.yaml", "-j", "many"], None),   # not a number: the CLI reports it
+    (["-r", "r.yaml", "-j", "0"], None),      # below the CLI's minimum
     (["-rr.yaml"], None),                     # glued short options are the CLI's to read
     (["-r", "r.yaml", "-j4"], None),
+    (["-r=r.yaml"], None),                    # click reads this as the path "=r.yaml"
+    (["-r", "r.yaml", "--overwrite=yes"], None),
+    (["-r", "r.yaml", "--help"], None),
+    (["-r", "r.yaml", "extra"], None),
 ])
-def test_early_options(args, want):
-    assert launch.early_options(args) == want
+def test_tokenize_args_reads_the_whole_command_line_or_nothing(args, want):
+    assert launch.tokenize_args(args) == want
 
 
 @pytest.fixture
@@ -47,14 +58,14 @@ def warmed(monkeypatch):
 def test_the_forkserver_starts_early_when_workers_are_coming(tmp_path, warmed, recipe_workers, args, want):
     recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer="t.json", out=tmp_path / "out",
                           num_workers=recipe_workers)
-    launch._warm_for(["--recipe", str(recipe), *args])
+    launch._warm_for(launch.tokenize_args(["--recipe", str(recipe), *args]))
     assert len(warmed) == want
 
 
 def test_an_unreadable_recipe_is_left_to_the_cli(tmp_path, warmed):
     (tmp_path / "bad.yaml").write_text("num_workers: [")
-    launch._warm_for(["--recipe", str(tmp_path / "bad.yaml")])
-    launch._warm_for(["--recipe", str(tmp_path / "missing.yaml")])
+    launch._warm_for(launch.tokenize_args(["--recipe", str(tmp_path / "bad.yaml")]))
+    launch._warm_for(launch.tokenize_args(["--recipe", str(tmp_path / "missing.yaml")]))
     assert warmed == []
 
 
@@ -95,3 +106,36 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     assert [e["ev"] for e in events if e["pid"] in parent][-1] == "manifest"
     text = "\n".join(summarize(trace.read_text().splitlines()))
     assert f"({units} units;" in text and "last shard placed" in text and "first worker ready" in text
+
+
+def _prep(args: list[str], typer_path: bool) -> tuple[int, str, str, bool]:
+    """`prep tokenize ...` through the console script's entry (direct) or `python -m pipeline.cli`
+    (typer): exit code, stdout without the timing line, stderr, and whether typer was imported."""
+    entry = "from pipeline.cli import main" if typer_path else "from pipeline.launch import main"
+    code = (f"import sys; {entry}; sys.argv = ['prep', 'tokenize', *{args!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    c = e.code or 0\nelse:\n    c = 0\n"
+            "print('typer' in sys.modules, file=sys.stderr); sys.exit(c)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    *err, typer_loaded = run.stderr.splitlines()
+    lines = [x for x in run.stdout.splitlines() if " units in " not in x]
+    return run.returncode, "\n".join(lines), "\n".join(err), typer_loaded == "True"
+
+
+def test_the_direct_path_and_the_typer_command_answer_alike(tmp_path, demo_tokenizer):
+    """Same exit codes and lines for a run, a re-run (already complete) and a user error; only the
+    console script's direct path goes without typer."""
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsource: {path: nowhere/*.jsonl}\ntokenizer: {path: t.json}\noutput: {dir: o}\n")
+    answers = {}
+    for typer_path in (False, True):
+        out = tmp_path / ("via_typer" if typer_path else "direct")
+        run = ["-r", str(recipe), "--no-progress", "-o", str(out)]
+        got = [_prep(run, typer_path), _prep(run, typer_path), _prep(["--recipe", str(bad), "--no-progress"], typer_path)]
+        assert all(g[3] is typer_path for g in got)  # typer imported only on the typer path
+        answers[typer_path] = [(code, stdout.replace(str(out), "OUT"), stderr) for code, stdout, stderr, _ in got]
+    assert answers[False] == answers[True]
+    (run, rerun, error) = answers[False]
+    assert run[0] == 0 and "train" in run[1]
+    assert rerun[0] == 0 and "OUT: already complete" in rerun[1]
+    assert error[0] == 1 and error[2].startswith("error: tokenizer.path: t.json does not exist")

@@ -1,0 +1,74 @@
+"""`prep tokenize`'s body and its user-error reporting, without typer: the console script runs it
+directly when it can read the whole command line itself (pipeline.launch.tokenize_args), and the
+typer command (pipeline.cli) calls the same function for everything else.
+
+Why: typer 0.29 imports pydantic to coerce any option value (typer._adapters: ~0.08 s, plus ~0.015 s
+of pydantic's plugin scan), and typer itself takes ~0.02 s, all on the parent's path before the
+first unit starts; a 55 MB run takes ~1 s end to end on 2 cores.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from pipeline.errors import PrepError
+
+__all__ = ["tokenize_command", "exit_code", "err", "out"]
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+
+def exit_code(fn, *args, **kwargs) -> int:
+    """Run `fn`; a PrepError becomes one line on stderr and 1, Ctrl-C (or SIGTERM) a resume hint and 130."""
+    try:
+        fn(*args, **kwargs)
+    except PrepError as e:
+        err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+        return 1
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted:[/] finished units are kept; re-run the same command to resume", markup=True)
+        return 130
+    return 0
+
+
+def tokenize_command(recipe: str, output: str | None = None, num_workers: int | None = None,
+                     sets: list[str] = (), overwrite: bool = False, progress: bool = True) -> None:
+    from pipeline.recipe import Recipe
+
+    r = Recipe.from_yaml(recipe, list(sets))
+    if (num_workers or r.resolved_num_workers()) > 1:
+        from pipeline.pool import warm_forkserver
+        warm_forkserver()  # its imports overlap the parent's own and the tokenizer load
+    from pipeline.executor import tokenize as run
+
+    result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
+                 console=err)
+    _print_summary(r.name, result)
+
+
+def _print_summary(name: str, result) -> None:
+    from rich.table import Table
+
+    m = result.manifest
+    if result.already_complete:
+        out.print(f"{result.out}: already complete for this recipe; nothing to do (--overwrite to rebuild)")
+    table = Table(title=f"{name} -> {result.out}", title_justify="left")
+    for col in ("split", "docs", "tokens", "shards", "tokens/doc"):
+        table.add_column(col, justify="right" if col != "split" else "left")
+    for split, s in m.splits.items():
+        table.add_row(split, f"{s.num_docs:,}", f"{s.num_tokens:,}", str(len(s.shards)),
+                      f"{s.num_tokens / max(s.num_docs, 1):,.1f}")
+    out.print(table)
+    if not result.already_complete:
+        toks = sum(s.num_tokens for s in m.splits.values())
+        secs = max(result.seconds, 1e-9)
+        out.print(f"{result.units_run}/{result.units_total} units in {result.seconds:.1f} s: "
+                  f"{result.input_bytes / secs / 1e6:.1f} MB/s input, {toks / secs / 1e6:.2f} Mtok/s; "
+                  f"dtype {m.dtype}, tokenizer backend {m.tokenizer['backend']}")
+    if m.skipped:
+        out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items())
+                  + (f" (listed in {result.out / 'rejects.jsonl'})" if (result.out / "rejects.jsonl").exists() else ""))
+    for note in result.notes:
+        out.print(f"note: {note}")
