@@ -284,8 +284,8 @@ def test_extract_many_is_extract_on_each_record_or_none(records, how):
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=8), max_size=30), st.integers(0, 4), st.one_of(st.none(), st.integers(0, 6)),
-       st.integers(1, 7), st.integers(0, 30))
-def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs, cut):
+       st.integers(1, 7), st.integers(0, 30), st.one_of(st.none(), st.integers(1, 25)))
+def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs, cut, batch_chars):
     """extend() then take() while full() == add() one by one with take() on each full batch: the same
     batches and the same filter counts in the same order."""
     source = SourceConfig(path="x", min_chars=min_chars, max_chars=max_chars)
@@ -293,7 +293,7 @@ def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs,
 
     def batches(one_by_one: bool):
         bad = BadRecords(unit, "skip")
-        b, out = Batcher(source, bad, batch_docs), []
+        b, out = Batcher(source, bad, batch_docs, batch_chars), []
         groups = [(texts[:cut], list(range(len(texts[:cut])))), (texts[cut:], list(range(cut, len(texts))))]
         for group, positions in groups:
             if one_by_one:
@@ -308,3 +308,27 @@ def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs,
         return [(x.texts, x.positions.tolist()) for x in out], list(bad.counts.items())
 
     assert batches(False) == batches(True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 12), max_size=40), st.integers(1, 8), st.integers(1, 30), st.integers(0, 40))
+def test_batches_close_at_batch_docs_or_at_batch_chars(lengths, batch_docs, batch_chars, cut):
+    """Each batch taken while full() is the shortest prefix of the queue that has batch_docs documents
+    or batch_chars characters; the documents come out once each, in order."""
+    texts = ["x" * n for n in lengths]
+    unit = jsonl.WorkUnit(0, 0, 0, "x", "jsonl", 0, -1, 0)
+    b = Batcher(SourceConfig(path="x"), BadRecords(unit, "skip"), batch_docs, batch_chars)
+    out = []
+    for group in (slice(0, cut), slice(cut, None)):
+        b.extend(texts[group], list(range(len(texts)))[group])
+        while b.full():
+            batch = b.take(0)
+            sizes = [len(t) for t in batch.texts]
+            assert 0 < len(sizes) <= batch_docs
+            assert sum(sizes[:-1]) < batch_chars  # no shorter prefix had reached the budget
+            assert len(sizes) == batch_docs or sum(sizes) >= batch_chars
+            out.append(batch)
+    rest = b.take(0)
+    assert len(rest.texts) < batch_docs and sum(map(len, rest.texts)) < batch_chars and b.chars == 0
+    out.append(rest)
+    assert [p for x in out for p in x.positions.tolist()] == list(range(len(texts)))
