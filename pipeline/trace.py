@@ -44,7 +44,7 @@ def rss_mib() -> float:
 
 
 def summarize(lines: list[str]) -> list[str]:
-    """The timeline as readable lines: seconds since the first event (the CLI's start)."""
+    """The timeline as readable lines, in time order: seconds since the first event (the CLI's start)."""
     events = [json.loads(x) for x in lines if x.strip()]
     if not events:
         return ["no events"]
@@ -85,7 +85,7 @@ def summarize(lines: list[str]) -> list[str]:
     for name in ("units_done", "placed", "manifest"):
         if (t := at(name, max)) is not None:
             out.append(f"{t:7.3f} s  {name}")
-    return out
+    return sorted(out, key=lambda line: float(line.split()[0]))  # in time order (lines start "  0.123 s")
 
 
 if __name__ == "__main__":
