@@ -333,6 +333,7 @@ class _ShardBuild:
             raise
         if self.prev is not None:
             self.prev.wait()  # its error (if any) is this one too: nothing after it is journaled
+            self.prev = None  # else every build stays reachable from the last, with its document lengths
         group = self.group
         info = ShardInfo(self.bin_path.stem, sum(p["num_docs"] for p in group), sum(p["num_tokens"] for p in group), sha)
         try:
@@ -368,6 +369,7 @@ class _ShardBuild:
             self._out.close()
             self._out = None
             write_idx(self.tmp_idx, np.concatenate(self._lengths), self.asm.dtype)
+            self._lengths = []
             os.replace(self.tmp_bin, self.bin_path)
             os.replace(self.tmp_idx, self.idx_path)
         except OSError as e:

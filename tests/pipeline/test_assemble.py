@@ -326,3 +326,32 @@ def test_a_failed_shard_stops_the_journal_there(tmp_path, monkeypatch):
     assert journal == []
     assert not list((tmp_path / "out").rglob("*tmp*"))
     assert sorted(p.name for p in (tmp_path / "parts" / "train").iterdir())[:2] == ["u000.bin", "u000.idx"]
+
+
+def test_placed_builds_are_released(tmp_path, monkeypatch):
+    """Each build waits for the one before it; once placed, nothing keeps the earlier builds (and
+    their per-document lengths, ~8 bytes per document) alive: a run of thousands of shards holds a
+    bounded few, not a chain of all of them."""
+    import gc
+    import weakref
+
+    import pipeline.assemble as assemble
+
+    builds = []
+    real_init = assemble._ShardBuild.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        builds.append(weakref.ref(self))
+    monkeypatch.setattr(assemble._ShardBuild, "__init__", init)
+    parts, _ = _write_parts(tmp_path / "parts", [[30]] * 10)  # 5 concatenated shards
+    asm = ShardAssembler(tmp_path / "parts" / "train", tmp_path / "out", np.uint16, 60)
+    (tmp_path / "out").mkdir()
+    for p in parts:
+        asm.add(p)
+    for b in list(asm._closing):  # mid-run: the closed shards placed, the last one still open
+        b.wait()
+    gc.collect()
+    alive = [ref() is not None for ref in builds]
+    assert len(alive) == 5 and not any(alive[:2])  # at most the closing ones and the open one remain
+    assert len(asm.close()) == 5
