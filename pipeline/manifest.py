@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,8 +65,10 @@ def shard_paths(root: str | os.PathLike, split: str, name: str) -> tuple[Path, P
     return base.with_name(name + ".bin"), base.with_name(name + ".idx")
 
 
-def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype) -> None:
-    """Write the index of a `.bin` whose documents have `lengths` tokens each, in order."""
+def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype, sync: bool = True) -> int:
+    """Write the index of a `.bin` whose documents have `lengths` tokens each, in order; returns the
+    file's crc32. `sync=False` for a worker's part (checked by that crc32 on resume, never fsynced):
+    the fsync cost ~7 ms of a ~0.13 s unit, and on ext4 it also waits for the part's `.bin` blocks."""
     dtype = np.dtype(dtype)
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and (lengths.min() < 0 or lengths.max() > np.iinfo(np.int32).max):
@@ -74,17 +77,15 @@ def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype) -> 
     pointers = np.zeros(num, dtype="<i8")
     if num > 1:  # byte offsets, int64 from the start (Megatron-LM#1672 overflowed an int32 here)
         np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
+    content = b"".join((IDX_MAGIC, struct.pack("<Q", IDX_VERSION), struct.pack("<B", DTYPE_CODES[dtype]),
+                        struct.pack("<Q", num), struct.pack("<Q", num + 1), lengths.astype("<i4").tobytes(),
+                        pointers.tobytes(), np.arange(num + 1, dtype="<i8").tobytes()))
     with open(path, "wb") as f:
-        f.write(IDX_MAGIC)
-        f.write(struct.pack("<Q", IDX_VERSION))
-        f.write(struct.pack("<B", DTYPE_CODES[dtype]))
-        f.write(struct.pack("<Q", num))
-        f.write(struct.pack("<Q", num + 1))
-        f.write(lengths.astype("<i4").tobytes())
-        f.write(pointers.tobytes())
-        f.write(np.arange(num + 1, dtype="<i8").tobytes())
+        f.write(content)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
+    return zlib.crc32(content)
 
 
 @dataclass(frozen=True)

@@ -157,9 +157,9 @@ class ShardWriter:
                 os.fsync(self._file.fileno())
             self._file.close()
             lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
-            write_idx(self._tmp_idx, lengths, self.dtype)
+            idx_crc32 = write_idx(self._tmp_idx, lengths, self.dtype, sync=self.sync)
             if self.crc32 is not None:
-                self.idx_crc32 = zlib.crc32(self._tmp_idx.read_bytes())  # 12 bytes per document
+                self.idx_crc32 = idx_crc32
             faults.point("shard-tmp")
             os.replace(self._tmp_bin, self.bin_path)
             faults.point("shard-bin")

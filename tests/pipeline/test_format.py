@@ -29,6 +29,23 @@ def test_idx_layout_byte_for_byte(tmp_path):
     assert got_len.tolist() == [3, 0, 7] and got_ptr.tolist() == [0, 6, 6]
 
 
+def test_idx_crc_and_sync(tmp_path, monkeypatch):
+    """write_idx returns the file's crc32 (a worker's journal entry carries it); only a final shard's
+    index is fsynced, never a worker's part."""
+    import os
+    import zlib
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    crc = write_idx(tmp_path / "part.idx", np.array([5, 1]), np.uint16, sync=False)
+    assert crc == zlib.crc32((tmp_path / "part.idx").read_bytes()) and synced == []
+    assert write_idx(tmp_path / "shard.idx", np.array([5, 1]), np.uint16) == crc and len(synced) == 1
+    with RollingShardWriter(tmp_path / "parts", "u0", np.uint16, 100, checksum=False, sync=False, crc=True) as w:
+        w.add_documents(np.arange(6, dtype=np.uint16), np.array([5, 1]))
+    assert synced == [synced[0]]  # the part's .bin and .idx: no fsync
+    assert w.crcs[0][1] == crc == zlib.crc32((tmp_path / "parts" / "u0-0000.idx").read_bytes())
+
+
 def test_int32_pointers_are_int64(tmp_path):
     lengths = np.full(3, 2**30, dtype=np.int64)  # 4 GiB of int32 tokens per doc: offsets beyond 2^32
     write_idx(tmp_path / "big.idx", lengths, np.int32)
