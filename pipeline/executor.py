@@ -76,7 +76,7 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool) 
     """Returns the existing manifest when the same dataset is already complete."""
     if (out / MANIFEST_NAME).exists():
         if overwrite:
-            _wipe(out)
+            _wipe(out, state)
             return None
         existing = read_manifest(out)
         if existing.recipe != content:
@@ -85,7 +85,7 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool) 
         state.cleanup()
         return existing
     if overwrite:
-        _wipe(out)
+        _wipe(out, state)
     return None
 
 
@@ -97,13 +97,10 @@ def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
                         "or pass --overwrite to replace its contents")
 
 
-def _wipe(out: Path) -> None:
+def _wipe(out: Path, state: RunState) -> None:
     (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: the dataset stops being "complete"
-    for child in out.iterdir():
-        if child.name == ".prep":
-            continue
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
-    RunState(out).reset()
+    state.discard([child for child in out.iterdir() if child.name != ".prep"])  # deleted while units run
+    state.reset()
 
 
 # -- parent side ----------------------------------------------------------------------------------

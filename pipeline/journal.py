@@ -41,6 +41,9 @@ class RunState:
         self.lock_path = self.dir / "lock"
         self.placed: dict[str, list[dict]] = {}  # split -> journaled final shards 0, 1, ... (see start)
         self._append_lock = threading.Lock()  # units are journaled by the main thread, shards by another
+        self.trash = self.dir / "trash"
+        self._deleters: list[threading.Thread] = []
+        self._claimed: set[str] = set()  # trash batches a deleter of this run has taken
 
     # -- lock -----------------------------------------------------------------------------------
     @contextmanager
@@ -204,12 +207,37 @@ class RunState:
         faults.point(fault)
 
     def reset(self) -> None:
-        """Forget any unfinished run (keeps the lock)."""
-        for p in (self.parts, self.rejects):
-            shutil.rmtree(p, ignore_errors=True)
+        """Forget any unfinished run (keeps the lock); its parts are deleted in the background."""
+        self.discard([self.parts, self.rejects])
         for p in (self.journal_path, self.plan_path, self.dir / "tokenizer.pickle", *self.dir.glob("*.tmp*")):
             p.unlink(missing_ok=True)
+
+    def discard(self, paths) -> None:
+        """Delete `paths` (files or trees on this output's filesystem) without waiting for it: each is
+        renamed into DIR/.prep/trash/ and removed on a background thread, which `cleanup()` joins.
+        Why: `--overwrite` unlinked the old output before the first unit could start (460 MB of shards:
+        ~0.13 s on 2 cores; 1.15 GB: ~0.4 s on the GPU machine's ext4). A run killed while deleting
+        leaves its trash behind; the next run's first discard takes it along."""
+        batch = self.trash / f"{os.getpid()}-{len(self._deleters)}"
+        for p in map(Path, paths):
+            if os.path.lexists(p):
+                batch.mkdir(parents=True, exist_ok=True)
+                os.rename(p, batch / p.name)
+        todo = [b for b in (self.trash.iterdir() if self.trash.is_dir() else ()) if b.name not in self._claimed]
+        if todo:
+            self._claimed.update(b.name for b in todo)
+            t = threading.Thread(target=_remove_all, args=(todo,), name=batch.name, daemon=True)
+            self._deleters.append(t)
+            t.start()
 
     def cleanup(self) -> None:
         """After the manifest is written: drop everything but the lock (released by `lock()`)."""
         self.reset()
+        for t in self._deleters:
+            t.join()
+        shutil.rmtree(self.trash, ignore_errors=True)
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for p in paths:
+        shutil.rmtree(p, ignore_errors=True)

@@ -115,6 +115,45 @@ def test_rerun_on_complete_dataset_is_a_no_op_and_other_recipe_refused(tmp_path,
     assert code == 0 and read_manifest(out).recipe["output"]["seed"] == 8
 
 
+def test_overwrite_deletes_the_old_output_while_units_run(tmp_path, demo_tokenizer, monkeypatch):
+    """--overwrite renames the old files into .prep/trash and deletes them on a thread that the run
+    joins at the end: the run starts without waiting, and nothing of the old output (nor the trash of
+    an earlier run killed mid-delete) is left once it ends."""
+    import threading
+
+    import pipeline.journal as journal
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(100))
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", output__shard_tokens=2000)
+    old = {p.name for p in (out / "train").iterdir()}
+    (out / "stray.txt").write_text("left by a user")
+    stale = out / ".prep" / "trash" / "999-0"  # a run killed while it deleted
+    stale.mkdir(parents=True)
+    (stale / "old.bin").write_bytes(b"x" * 10)
+    seen, release = [], threading.Event()
+    real = journal._remove_all
+
+    def held(paths):  # the deleter waits until units have run
+        release.wait(30)
+        real(paths)
+    monkeypatch.setattr(journal, "_remove_all", held)
+    real_accept = __import__("pipeline.executor", fromlist=["_accept"])._accept
+
+    def accept(*a, **k):  # a unit finishes while the old output is still in the trash
+        seen.append(sorted(p.name for p in (out / ".prep" / "trash").iterdir()))
+        release.set()
+        return real_accept(*a, **k)
+    monkeypatch.setattr("pipeline.executor._accept", accept)
+    recipe = write_recipe(tmp_path / "r2.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out, output__seed=9,
+                          output__shard_tokens=2000)
+    code, output = run_cli("--recipe", recipe, "--overwrite")
+    assert code == 0, output
+    assert seen and "999-0" in seen[0] and len(seen[0]) >= 2  # the stale batch and this run's
+    assert not (out / ".prep" / "trash").exists() and not (out / "stray.txt").exists()
+    assert read_manifest(out).recipe["output"]["seed"] == 9 and len(old) > 2
+    shards = read_manifest(out).splits["train"].shards
+    assert {p.name for p in (out / "train").iterdir()} == {f"{x.name}.{e}" for x in shards for e in ("bin", "idx")}
+
+
 def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer):
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
     (tmp_path / "out").mkdir()
