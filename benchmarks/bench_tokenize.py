@@ -588,8 +588,9 @@ def main() -> None:
             results[f"{name} x{args.scale}"] = _merge(None, {**r, "scale": args.scale})
             print(f"  {name} x{args.scale}: {r['wall']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB", flush=True)
         os.unlink(big)
+    kind = "tokenize_paragraphs" if args.paragraphs else "tokenize"  # never over the long-document report
     path = args.report or str(ROOT / "benchmarks" / "results" /
-                              f"tokenize_{machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
+                              f"{kind}_{machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
     raw = Path(path).with_suffix(".json")
     key = {"corpus_bytes": nbytes, "tokens": ref["tokens"], "workers": args.workers, "scale": args.scale}
     if args.accumulate and raw.exists():  # best time / highest peak RSS over this and earlier runs
