@@ -77,15 +77,18 @@ def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype, syn
     pointers = np.zeros(num, dtype="<i8")
     if num > 1:  # byte offsets, int64 from the start (Megatron-LM#1672 overflowed an int32 here)
         np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
-    content = b"".join((IDX_MAGIC, struct.pack("<Q", IDX_VERSION), struct.pack("<B", DTYPE_CODES[dtype]),
-                        struct.pack("<Q", num), struct.pack("<Q", num + 1), lengths.astype("<i4").tobytes(),
-                        pointers.tobytes(), np.arange(num + 1, dtype="<i8").tobytes()))
+    pieces = (IDX_MAGIC, struct.pack("<Q", IDX_VERSION), struct.pack("<B", DTYPE_CODES[dtype]),
+              struct.pack("<Q", num), struct.pack("<Q", num + 1), lengths.astype("<i4").tobytes(),
+              pointers.tobytes(), np.arange(num + 1, dtype="<i8").tobytes())
+    crc = 0
     with open(path, "wb") as f:
-        f.write(content)
+        for piece in pieces:  # written one by one: no joined copy of a large index (20 bytes per document)
+            f.write(piece)
+            crc = zlib.crc32(piece, crc)
         f.flush()
         if sync:
             os.fsync(f.fileno())
-    return zlib.crc32(content)
+    return crc
 
 
 @dataclass(frozen=True)
