@@ -203,8 +203,9 @@ class Recipe:
     dedup: Literal["none", "exact"] = "none"
     """exact: drop every document whose text equals an earlier one (dataset order, across sources and
     splits); counted as `duplicate`. Costs ~42 bytes of parent memory per document at finalize."""
-    unit_bytes: int = 16 << 20
-    """Input bytes per work unit (big files are cut at line boundaries): resume and balance granularity."""
+    unit_bytes: int | Literal["auto"] = "auto"
+    """Input bytes per work unit (big files are cut at line boundaries): resume and balance granularity.
+    auto: 16 MiB, smaller for inputs under 512 MiB (at least 2 MiB; see readers.auto_unit_bytes)."""
     batch_docs: int = 512
     """Documents encoded per tokenizer call inside a worker."""
     source_file: str | None = field(default=None, compare=False)
@@ -254,7 +255,7 @@ class Recipe:
             raise PrepError(f"output.val_fraction: must be in [0, 1), got {o.val_fraction}")
         if isinstance(self.num_workers, int) and self.num_workers < 1:
             raise PrepError(f"num_workers: must be >= 1 or `auto`, got {self.num_workers}")
-        if self.unit_bytes < 1 << 16:
+        if self.unit_bytes != "auto" and self.unit_bytes < 1 << 16:
             raise PrepError(f"unit_bytes: must be at least 65536, got {self.unit_bytes}")
         if self.batch_docs < 1:
             raise PrepError(f"batch_docs: must be >= 1, got {self.batch_docs}")

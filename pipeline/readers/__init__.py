@@ -23,7 +23,7 @@ from pipeline.errors import PrepError
 from pipeline.readers.base import BadRecords, DocBatch, WorkUnit
 from pipeline.recipe import Recipe
 
-__all__ = ["get_reader", "plan_units", "WorkUnit", "DocBatch", "BadRecords", "READER_MODULES"]
+__all__ = ["get_reader", "plan_units", "auto_unit_bytes", "WorkUnit", "DocBatch", "BadRecords", "READER_MODULES"]
 
 READER_MODULES = {
     "jsonl": "pipeline.readers.jsonl",
@@ -42,15 +42,42 @@ def get_reader(fmt: str):
     return importlib.import_module(READER_MODULES[fmt])
 
 
+# unit_bytes: auto. Small inputs get smaller units, so that every worker of a 16-core machine has work
+# and no 16 MiB unit is the run's tail: 55 MB of JSONL on 16 workers (the GPU machine's CPUs), 16 MiB
+# units (4 of them, 12 workers idle) 1.15-1.28 s, 2 MiB units (28) 0.87-1.12 s; on 2 workers 2 MiB
+# units cost nothing (0.98-1.04 s vs 1.00-1.03 s) and 1 MiB units cost 7% (per-unit overhead: parts,
+# journal entries, reads). The size depends on the input's total bytes only, never on the worker
+# count, so a run resumes with any -j (the plan is part of the journal's fingerprint); it is a power
+# of two, so a replaced file changes it only when the total crosses one.
+AUTO_UNIT_MAX = 16 << 20
+AUTO_UNIT_MIN = 2 << 20
+AUTO_UNITS = 32  # units wanted below AUTO_UNITS * AUTO_UNIT_MAX (512 MiB) of input
+
+
+def auto_unit_bytes(total_bytes: int) -> int:
+    """Unit size for `unit_bytes: auto`: AUTO_UNIT_MAX from 512 MiB of input up, else the largest
+    power of two <= total / AUTO_UNITS, at least AUTO_UNIT_MIN."""
+    per_unit = max(1, total_bytes // AUTO_UNITS)
+    return max(AUTO_UNIT_MIN, min(AUTO_UNIT_MAX, 1 << (per_unit.bit_length() - 1)))
+
+
 def plan_units(recipe: Recipe, num_workers: int | None = None) -> list[WorkUnit]:
     """All work units of the recipe, in dataset order (sources, then files, then ranges)."""
+    if recipe.unit_bytes != "auto":
+        return _plan(recipe, recipe.unit_bytes, num_workers)
+    units = _plan(recipe, AUTO_UNIT_MAX, num_workers)  # sizes only; re-planned if the input is small
+    unit_bytes = auto_unit_bytes(sum(u.size for u in units))
+    return units if unit_bytes == AUTO_UNIT_MAX else _plan(recipe, unit_bytes, num_workers)
+
+
+def _plan(recipe: Recipe, unit_bytes: int, num_workers: int | None) -> list[WorkUnit]:
     units: list[WorkUnit] = []
     workers = num_workers or recipe.resolved_num_workers()
     for si, source in enumerate(recipe.sources):
         fmt = source.resolved_format()
         reader = get_reader(fmt)
         files = source.paths() if fmt == "hf" else source.expand_files()
-        planned = reader.plan(source, si, files, recipe.unit_bytes)
+        planned = reader.plan(source, si, files, unit_bytes)
         if fmt == "hf":
             reader.warn_unbalanced(source, planned, workers)
         units.extend(replace(u, format=fmt) for u in planned)

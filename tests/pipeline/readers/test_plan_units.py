@@ -1,0 +1,52 @@
+"""unit_bytes: auto: unit sizes follow the input's total size, never the worker count."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.readers import AUTO_UNIT_MAX, AUTO_UNIT_MIN, AUTO_UNITS, auto_unit_bytes, plan_units
+from pipeline.recipe import Recipe
+
+
+@given(st.integers(min_value=0, max_value=1 << 44), st.integers(min_value=0, max_value=1 << 44))
+def test_auto_unit_bytes_is_a_bounded_monotone_power_of_two(a, b):
+    ua, ub = auto_unit_bytes(a), auto_unit_bytes(b)
+    assert AUTO_UNIT_MIN <= ua <= AUTO_UNIT_MAX
+    assert ua & (ua - 1) == 0
+    assert (ua <= ub) if a <= b else (ua >= ub)
+    if a >= AUTO_UNITS * AUTO_UNIT_MAX:
+        assert ua == AUTO_UNIT_MAX
+    elif a >= AUTO_UNITS * AUTO_UNIT_MIN:  # enough input for AUTO_UNITS units of at least the minimum
+        assert AUTO_UNITS <= -(-a // ua) < 2 * AUTO_UNITS
+
+
+def _recipe(path, **top) -> Recipe:
+    return Recipe.from_dict({"name": "t", "source": {"path": str(path), "format": "jsonl"}, "tokenizer": {"path": "t"},
+                             "output": {"dir": "o"}, **top})
+
+
+def _sparse(path, size: int):
+    with open(path, "wb") as f:  # planning a plain JSONL file reads only its size
+        f.truncate(size)
+    return path
+
+
+def test_small_inputs_get_smaller_units_whatever_the_worker_count(tmp_path):
+    path = _sparse(tmp_path / "a.jsonl", 55_000_000)
+    plans = {w: plan_units(_recipe(path, num_workers=w)) for w in (1, 2, 16)}
+    assert plans[1] == plans[2] == plans[16]  # the plan is the journal's fingerprint: resumable with any -j
+    units = plans[1]
+    assert len(units) == 27 and {u.size for u in units[:-1]} == {AUTO_UNIT_MIN}
+    assert [u.index for u in units] == list(range(27))
+    assert units[0].start == 0 and units[-1].end == 55_000_000
+    assert all(a.end == b.start for a, b in zip(units, units[1:]))
+
+
+def test_large_inputs_keep_16_mib_units_and_explicit_sizes_win(tmp_path):
+    a = _sparse(tmp_path / "a.jsonl", 300 << 20)
+    _sparse(tmp_path / "b.jsonl", 300 << 20)
+    units = plan_units(_recipe(tmp_path / "*.jsonl"))
+    assert len(units) == 2 * -(-300 // 16) and max(u.size for u in units) == AUTO_UNIT_MAX
+    assert len(plan_units(_recipe(a, unit_bytes=100 << 20))) == 3
+    assert len(plan_units(_recipe(tmp_path / "*.jsonl", unit_bytes=AUTO_UNIT_MAX))) == len(units)
