@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["main", "tokenize_args"]
+__all__ = ["main", "console", "tokenize_args"]
 
 _VALUED = {"--recipe": "recipe", "-r": "recipe", "--output": "output", "-o": "output",
            "--num-workers": "num_workers", "-j": "num_workers", "--set": "sets"}
@@ -71,13 +71,39 @@ def _warm_for(options: dict) -> None:
         return
 
 
-def main() -> None:
+def main(fast_exit: bool = False) -> None:
+    """`prep ...`. `fast_exit` (the console script): a `prep tokenize` run read directly ends with
+    os._exit once its output is durable and its lines are flushed, skipping the interpreter's teardown
+    (freeing numpy, rich, the tokenizer spec, module by module, and multiprocessing's exit handlers
+    for a pool already shut down): 0.06-0.07 s of a ~1 s run on 55 MB with 2 workers."""
     args = sys.argv[1:]
     from pipeline import trace
     trace.event("main")
     if args[:1] == ["tokenize"] and (options := tokenize_args(args[1:])) is not None:
         _warm_for(options)
         from pipeline.tokenize_command import exit_code, tokenize_command
-        sys.exit(exit_code(tokenize_command, **options))
+        code = exit_code(tokenize_command, **options)
+        if fast_exit:
+            _exit_now(code)
+        sys.exit(code)
     from pipeline.cli import app
     app()
+
+
+def console() -> None:
+    """The `prep` console script's entry point."""
+    main(fast_exit=True)
+
+
+def _exit_now(code: int) -> None:
+    """End the process at once. Everything a run writes is closed, synced and renamed before
+    tokenize returns (shards, indexes, journal, manifest; the pool is shut down and the deleting
+    thread joined), so only the standard streams need flushing. The forkserver ends when this
+    process's end closes its pipe, as on any exit."""
+    import os
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said there
+            pass
+    os._exit(code)

@@ -81,8 +81,8 @@ def test_help_does_not_start_anything(warmed, monkeypatch, capsys):
 def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
                           num_workers=2)
-    code = ("import sys; from pipeline.launch import main; "
-            f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']; main()")
+    code = ("import sys; from pipeline.launch import console; "  # the console script's entry: os._exit at the end
+            f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']; console()")
     trace = tmp_path / "trace.jsonl"  # and PREP_TRACE: a timeline from the parent and each worker
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PREP_TRACE": str(trace)})
@@ -102,6 +102,30 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     assert sorted(e["unit"] for e in by_ev("unit_end")) == list(range(units))
     workers = {e["pid"] for e in by_ev("worker_ready")}
     assert 1 <= len(workers) <= 2 and not workers & parent
+    # the piped stdout was flushed before os._exit (the summary table and the timing line above), and
+    # no worker or forkserver outlives the run (the forkserver traced its imports)
+    forkserver = {e["pid"] for e in by_ev("imported")} - parent
+    assert forkserver and "train" in run.stdout
+    assert _all_gone(workers | forkserver)
+
+
+def _all_gone(pids: set[int], wait_s: float = 30.0) -> bool:
+    import time
+    deadline = time.monotonic() + wait_s  # a liveness bound, not a speed check: they go within ms
+    while time.monotonic() < deadline:
+        alive = set()
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                with open(f"/proc/{pid}/stat") as f:  # a zombie (not yet reaped by init) has ended
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.add(pid)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
     assert {e["pid"] for e in by_ev("unit_start")} <= workers
     assert [e["ev"] for e in events if e["pid"] in parent][-1] == "manifest"
     text = "\n".join(summarize(trace.read_text().splitlines()))
