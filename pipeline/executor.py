@@ -141,6 +141,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         spec_path = _spec_file(spec, state) if workers > 1 else None
         faults.point("start")
         todo = [u for u in units if u.index not in results]
+        spooler = _spooler(units, todo, state, recipe, workers)
+        if spooler is not None:
+            todo = [dataclasses.replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in todo]
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
         ctx = WorkerContext(recipe, spec, state.parts, state.rejects)
@@ -148,13 +151,18 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         stream = PartStream(state.parts, out, splits, dtype, recipe.output.shard_tokens, placed=placed,
                             journal=state.record_placed) if streamed else None
         feed = _InOrder(stream, results)
+
+        def after(index: int) -> None:
+            if spooler is not None:
+                spooler.done(index)
+            feed.advance()
         try:
             feed.advance()  # units journaled by an interrupted run
             with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console) as progress:
                 if workers == 1:
-                    _run_inline(todo, ctx, state, results, progress, feed.advance)
+                    _run_inline(todo, ctx, state, results, progress, after)
                 else:
-                    _run_pool(todo, ctx, state, results, progress, workers, spec_path, feed.advance)
+                    _run_pool(todo, ctx, state, results, progress, workers, spec_path, after)
             trace.event("units_done")
             placed = stream.finish() if stream is not None else None
             trace.event("placed")
@@ -162,6 +170,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             if stream is not None:
                 stream.abort()
             raise
+        finally:
+            if spooler is not None:
+                spooler.close()
         failed = [r for r in results.values() if r["status"] != "ok"]
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
@@ -271,16 +282,16 @@ class _InOrder:
 
 
 def _accept(result: dict, state: RunState, results: dict, progress: RunProgress, recipe: Recipe,
-            after=lambda: None) -> None:
+            after=lambda index: None) -> None:
     state.record(result)
     trace.event("unit_done", unit=result["unit"])
     results[result["unit"]] = result
     progress.unit_done()
     _check_bad_budget(recipe, results)
-    after()
+    after(result["unit"])
 
 
-def _run_inline(todo, ctx, state, results, progress, after=lambda: None) -> None:
+def _run_inline(todo, ctx, state, results, progress, after=lambda index: None) -> None:
     for unit in todo:
         _accept(unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
 
@@ -343,6 +354,15 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _spooler(units, todo, state: RunState, recipe: Recipe, workers: int):
+    """Windows for the ranges of split compressed files (pipeline.spool), or None when there are none."""
+    if not any(u.is_spooled for u in todo):
+        return None
+    from pipeline.spool import Spooler
+    return Spooler(units, {u.index for u in todo}, state.dir / "spool",
+                   {i: s.storage_options for i, s in enumerate(recipe.sources)}, workers)
 
 
 def _spec_file(spec, state: RunState) -> Path:

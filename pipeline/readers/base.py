@@ -33,7 +33,7 @@ from pipeline.errors import PrepError
 from pipeline.recipe import is_url
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "decode_errors", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "decode_errors", "decompressed_size", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 
@@ -53,6 +53,14 @@ class WorkUnit:
     paths: tuple[str, ...] = ()  # several whole files in one unit (text, one document per file)
     # reader-private data from plan() to the worker (a pickled HF shard); not part of the unit's identity
     payload: bytes = field(default=b"", compare=False, repr=False)
+    # a split compressed file's unit (pipeline.spool): the window file the parent decompresses its
+    # bytes into, named when the unit is submitted; not part of the unit's identity
+    spool: str = field(default="", compare=False, repr=False)
+
+    @property
+    def is_spooled(self) -> bool:
+        """A range of a compressed file's decompressed bytes, read from the parent's window file."""
+        return bool(compression_of(self.path)) and (self.start, self.end) != (0, -1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,6 +146,27 @@ def file_size(path: str, storage_options: dict | None = None) -> int:
     except Exception as e:  # network, credentials
         raise PrepError(f"source.path: cannot read {path} ({type(e).__name__}: {e}); check the URL and "
                         "source.storage_options") from None
+
+
+def decompressed_size(path: str, size: int, storage_options: dict | None = None) -> int | None:
+    """The decompressed size a .zst or .gz file declares, or None: zstd's frame header content size
+    (written by the zstd tool for files; the first frame's only), gzip's ISIZE trailer (the size mod
+    2**32, of the last member only). A declared size below the compressed size is not believed."""
+    comp = compression_of(path)
+    try:
+        with open_raw(path, storage_options) as f:
+            if comp == "zstd":
+                import zstandard
+                found = zstandard.get_frame_parameters(f.read(18)).content_size
+                found = None if found in (0, zstandard.CONTENTSIZE_UNKNOWN, zstandard.CONTENTSIZE_ERROR) else found
+            elif comp == "gzip" and size >= 18:
+                f.seek(size - 4)
+                found = int.from_bytes(f.read(4), "little")
+            else:
+                return None
+    except Exception:  # unreadable here: the unit that reads it reports the error
+        return None
+    return found if found is not None and found >= size else None
 
 
 def open_raw(path: str, storage_options: dict | None = None) -> BinaryIO:

@@ -1,0 +1,95 @@
+"""A compressed file larger than a unit is cut into ranges of its decompressed bytes (pipeline.spool):
+the same shards as the plain file for any -j, after a kill and resume too; a damaged stream fails
+only the units from the damage on."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import time
+
+import numpy as np
+import pytest
+import zstandard
+from faultkit import assert_no_survivors, journal_lines, run_prep, snapshot, write_recipe
+
+from tests.conftest import read_split
+
+
+def _shards(snap: dict[str, str]) -> dict[str, str]:
+    """The dataset's shard files (the manifest names the input path, which differs here)."""
+    return {k: v for k, v in snap.items() if k != "manifest.json"}
+
+
+def _compressed(directory, corpus, kind: str):
+    data = corpus.read_bytes()
+    if kind == "zst":  # one-shot compress() writes the content size into the frame header
+        blob, name = zstandard.ZstdCompressor().compress(data), "small.jsonl.zst"
+    elif kind == "zst-unsized":  # streamed: no declared size, planned from the assumed expansion
+        c = zstandard.ZstdCompressor().compressobj()
+        blob, name = c.compress(data) + c.flush(), "small.jsonl.zst"
+    else:
+        blob, name = gzip.compress(data), "small.jsonl.gz"
+    path = directory / name
+    path.write_bytes(blob)
+    return path
+
+
+@pytest.mark.parametrize("kind,workers", [("zst", 1), ("zst", 2), ("gz", 2), ("zst-unsized", 2)])
+def test_ranges_of_a_compressed_file_give_the_plain_files_shards(tmp_path, corpus, reference, reference_out, kind,
+                                                                 workers):
+    recipe = write_recipe(tmp_path, _compressed(tmp_path, corpus, kind))
+    out = tmp_path / "out"
+    run = run_prep(recipe, out, workers=workers)
+    assert run.returncode == 0, run.stderr
+    if kind == "zst-unsized":  # other ranges than the plain file's (so other shard cuts): same documents
+        for split in ("train", "val"):
+            want, got = read_split(reference_out, split), read_split(out, split)
+            assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    else:  # the declared size gives the plain file's ranges: the same units, so the same shards
+        assert _shards(snapshot(out)) == _shards(reference)
+    units = run.stdout.split(" units in ")[0].split()[-1]  # "7/7 units in ..."
+    # ~450 kB in 64 KiB ranges, not one unit; unsized: planned as 4x the compressed bytes, the rest
+    # of the stream in the last range
+    assert int(units.split("/")[1]) >= (2 if kind == "zst-unsized" else 7)
+    assert sorted(p.name for p in (out / ".prep").iterdir()) == ["lock"]  # windows deleted
+
+
+@pytest.mark.parametrize("fault,workers", [("journal:2", 1), ("journal:4", 2), ("finalize-shard:3", 2)])
+def test_kill_then_resume_gives_the_same_shards(tmp_path, corpus, reference, fault, workers):
+    recipe = write_recipe(tmp_path, _compressed(tmp_path, corpus, "zst"))
+    out = tmp_path / "out"
+    tag = f"split-{fault}-{time.monotonic_ns()}"
+    killed = run_prep(recipe, out, workers=workers, fault=fault, tag=tag)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert_no_survivors(tag)
+    done = len(journal_lines(out))
+    assert 1 <= done < 7  # the resumed run skips these units but still reads the stream past them
+    rerun = run_prep(recipe, out, workers=workers)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _shards(snapshot(out)) == _shards(reference)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_truncated_stream_fails_the_units_from_the_damage_on(tmp_path, corpus, workers):
+    data = corpus.read_bytes()
+    path = tmp_path / "small.jsonl.zst"
+    blob = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(blob[: len(blob) * 3 // 5])  # the header still declares the whole size
+    recipe = write_recipe(tmp_path, path)
+    out = tmp_path / "out"
+    run = run_prep(recipe, out, workers=workers)
+    assert run.returncode == 0, run.stderr  # on_bad_record: skip
+    m = json.loads((out / "manifest.json").read_text())
+    failed = m["failed_units"]
+    assert failed and all("small.jsonl.zst: corrupt or truncated input" in f["error"] for f in failed)
+    units = sorted(f["unit"] for f in failed)
+    assert units == list(range(units[0], units[0] + len(units)))  # the tail of the file, in one run
+    assert 0 < units[0]  # the ranges before the damage kept their documents
+    assert m["splits"]["train"]["num_docs"] > 0
+
+    (tmp_path / "strict").mkdir()
+    strict = write_recipe(tmp_path / "strict", path, on_bad_record="error")
+    run = run_prep(strict, tmp_path / "out2", workers=workers)
+    assert run.returncode == 1 and "small.jsonl.zst: corrupt or truncated input" in run.stderr
