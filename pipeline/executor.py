@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import pickle
-import shutil
 import signal
 import threading
 import time

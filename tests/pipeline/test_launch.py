@@ -102,6 +102,10 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     assert sorted(e["unit"] for e in by_ev("unit_end")) == list(range(units))
     workers = {e["pid"] for e in by_ev("worker_ready")}
     assert 1 <= len(workers) <= 2 and not workers & parent
+    assert {e["pid"] for e in by_ev("unit_start")} <= workers
+    assert [e["ev"] for e in events if e["pid"] in parent][-1] == "manifest"
+    text = "\n".join(summarize(trace.read_text().splitlines()))
+    assert f"({units} units;" in text and "last shard placed" in text and "first worker ready" in text
     # the piped stdout was flushed before os._exit (the summary table and the timing line above), and
     # no worker or forkserver outlives the run (the forkserver traced its imports)
     forkserver = {e["pid"] for e in by_ev("imported")} - parent
@@ -126,10 +130,6 @@ def _all_gone(pids: set[int], wait_s: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return False
-    assert {e["pid"] for e in by_ev("unit_start")} <= workers
-    assert [e["ev"] for e in events if e["pid"] in parent][-1] == "manifest"
-    text = "\n".join(summarize(trace.read_text().splitlines()))
-    assert f"({units} units;" in text and "last shard placed" in text and "first worker ready" in text
 
 
 def _prep(args: list[str], typer_path: bool) -> tuple[int, str, str, bool]:

@@ -19,7 +19,7 @@ import pipeline.readers.jsonl as jsonl
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import BadRecords, ByteProgress, decode_errors, open_input
 from pipeline.recipe import SourceConfig
-from pipeline.spool import Spooler
+from pipeline.spool import Spooler, open_window
 
 
 def previous_iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -350,3 +350,30 @@ def test_batches_close_at_batch_docs_or_at_batch_chars(lengths, batch_docs, batc
     assert len(rest.texts) < batch_docs and sum(map(len, rest.texts)) < batch_chars and b.chars == 0
     out.append(rest)
     assert [p for x in out for p in x.positions.tolist()] == list(range(len(texts)))
+
+
+def test_the_spooler_stays_at_most_ahead_windows_in_front(tmp_path):
+    """Windows are written in plan order, no more than `ahead` before their units are done."""
+    lines = [orjson.dumps({"text": f"doc {i} " + "x" * (i % 50)}) for i in range(4000)]
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "d.jsonl.gz"
+    path.write_bytes(gzip.compress(data))
+    source = SourceConfig(path=str(path))
+    units = [replace(u, index=i) for i, u in enumerate(jsonl.plan(source, 0, [str(path)], 20_000))]
+    assert len(units) > 5 and all(u.is_spooled for u in units)
+    spooler = Spooler(units, {u.index for u in units}, tmp_path / "spool", {0: None}, workers=1, ahead=2)
+    try:
+        seen = b""
+        for u in units:
+            u = replace(u, spool=spooler.window(u))
+            with open_window(u) as f:  # waits for the window
+                window = f.read()
+            assert data[max(0, u.start - 1):max(0, u.start - 1) + len(window)] == window
+            seen = data[:max(0, u.start - 1)] + window
+            on_disk = sorted(p.name for p in (tmp_path / "spool").glob("*.win"))
+            assert len(on_disk) <= 2 and on_disk[0] == f"u{u.index:07d}.win"
+            spooler.done(u.index)
+        assert seen == data  # the last window runs to the end of the stream
+    finally:
+        spooler.close()
+    assert not (tmp_path / "spool").exists()
