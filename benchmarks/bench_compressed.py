@@ -1,0 +1,104 @@
+"""One big compressed JSONL file vs the same file uncompressed: `prep tokenize` end to end, same run.
+
+    python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --workers 2 --scale 8 --repeat 3
+
+Builds, in a scratch directory, the corpus (benchmarks/data/docs.jsonl by default) repeated `--scale`
+times as one plain .jsonl, one .jsonl.zst (level 3, content size in the frame header) and one
+.jsonl.gz (level 6), then times `prep tokenize` on each, interleaved, `--repeat` rounds after one
+untimed round (the tokenizer proof cache), each into a fresh output directory, and checks that the
+three outputs hold the same shard bytes (the compressed files are cut into the same ranges as the
+plain one: pipeline/spool.py). Prints a markdown table of best and median wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zstandard
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_tokenize import ROOT, prep_command  # noqa: E402
+
+
+def build(corpus: Path, scale: int, scratch: Path) -> dict[str, Path]:
+    plain = scratch / "corpus.jsonl"
+    data = corpus.read_bytes()
+    with open(plain, "wb") as f:
+        for _ in range(scale):
+            f.write(data)
+    size = plain.stat().st_size
+    zst, gz = scratch / "corpus.jsonl.zst", scratch / "corpus.jsonl.gz"
+    with open(plain, "rb") as src, open(zst, "wb") as dst:
+        zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(src, dst, size=size)
+    with open(plain, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return {"jsonl": plain, "jsonl.zst": zst, "jsonl.gz": gz}
+
+
+def shard_digest(out: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted((out / "prep").glob("*/shard-*")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(ROOT / "benchmarks" / "data" / "docs.jsonl"))
+    ap.add_argument("--tokenizer", required=True, help="tokenizer.json")
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--scale", type=int, default=8, help="corpus copies in the file")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
+    args = ap.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="bench_compressed_", dir=args.tmp))
+    try:
+        files = build(Path(args.corpus), args.scale, scratch)
+        sizes = {k: p.stat().st_size for k, p in files.items()}
+        env = {**os.environ, "PREP_CACHE_DIR": str(scratch / "cache"),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        walls: dict[str, list[float]] = {k: [] for k in files}
+        digests = {}
+        for rnd in range(args.repeat + 1):
+            for kind, path in files.items():
+                out = scratch / f"out_{kind}"
+                shutil.rmtree(out, ignore_errors=True)
+                out.mkdir()
+                cmd = prep_command(str(path), args.tokenizer, args.workers, str(out), "auto")
+                t0 = time.perf_counter()
+                run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                wall = time.perf_counter() - t0
+                if run.returncode:
+                    raise SystemExit(f"{kind}: prep failed\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}")
+                if rnd:
+                    walls[kind].append(wall)
+                    print(f"{kind} round {rnd}: {wall:.2f} s", flush=True)
+                digests[kind] = shard_digest(out)
+        if len(set(digests.values())) != 1:
+            raise SystemExit(f"outputs differ: {digests}")
+        print(f"\n{args.scale}x {Path(args.corpus).name}, {args.workers} workers, {os.cpu_count()} cores; "
+              f"same shard bytes for all three (sha256 {digests['jsonl'][:12]})\n")
+        print("| input | file MB | best s | median s | vs plain (median) |")
+        print("|---|---:|---:|---:|---:|")
+        base = statistics.median(walls["jsonl"])
+        for kind, ws in walls.items():
+            med = statistics.median(ws)
+            print(f"| {kind} | {sizes[kind] / 1e6:.1f} | {min(ws):.2f} | {med:.2f} | {med / base:.2f}x |")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
