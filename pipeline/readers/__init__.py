@@ -43,10 +43,12 @@ def get_reader(fmt: str):
 
 
 # unit_bytes: auto. Small inputs get smaller units, so that every worker of a 16-core machine has work
-# and no 16 MiB unit is the run's tail: 55 MB of JSONL on 16 workers (the GPU machine's CPUs), 16 MiB
-# units (4 of them, 12 workers idle) 1.15-1.28 s, 2 MiB units (28) 0.87-1.12 s; on 2 workers 2 MiB
-# units cost nothing (0.98-1.04 s vs 1.00-1.03 s) and 1 MiB units cost 7% (per-unit overhead: parts,
-# journal entries, reads). The size depends on the input's total bytes only, never on the worker
+# and no 16 MiB unit is the run's tail. 55 MB of JSONL on 16 workers (the GPU machine's CPUs) made 4
+# units of 16 MiB, 12 workers idle: 2 MiB units (28) took the tiktoken backend from 3.35 to 1.55 s and
+# peak RSS x8 vs x1 from +234% to +17%; the gigatoken backend is start-up bound there (1.17 vs 1.16 s
+# in the peer bench, 1.15-1.28 vs 0.87-1.12 s in traced runs). On 2 workers 2-16 MiB units are within
+# noise (interleaved medians 1.02-1.04 s); 1 MiB units cost 7% (per-unit overhead: parts, journal
+# entries, reads). The size depends on the input's total bytes only, never on the worker
 # count, so a run resumes with any -j (the plan is part of the journal's fingerprint); it is a power
 # of two, so a replaced file changes it only when the total crosses one.
 AUTO_UNIT_MAX = 16 << 20

@@ -59,8 +59,9 @@ class WorkUnit:
 
     @property
     def is_spooled(self) -> bool:
-        """A range of a compressed file's decompressed bytes, read from the parent's window file."""
-        return bool(compression_of(self.path)) and (self.start, self.end) != (0, -1)
+        """A range of a compressed JSONL file's decompressed bytes, read from the parent's window file
+        (other formats' start/end are rows or row groups, whatever the file is called)."""
+        return self.format == "jsonl" and bool(compression_of(self.path)) and (self.start, self.end) != (0, -1)
 
     def to_dict(self) -> dict:
         return asdict(self)

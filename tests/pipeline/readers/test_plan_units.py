@@ -50,3 +50,12 @@ def test_large_inputs_keep_16_mib_units_and_explicit_sizes_win(tmp_path):
     assert len(units) == 2 * -(-300 // 16) and max(u.size for u in units) == AUTO_UNIT_MAX
     assert len(plan_units(_recipe(a, unit_bytes=100 << 20))) == 3
     assert len(plan_units(_recipe(tmp_path / "*.jsonl", unit_bytes=AUTO_UNIT_MAX))) == len(units)
+
+
+def test_only_jsonl_ranges_of_compressed_files_are_spooled():
+    from pipeline.readers import WorkUnit
+    assert WorkUnit(0, 0, 0, "a.jsonl.zst", "jsonl", 0, 1 << 20, 1 << 20).is_spooled
+    assert not WorkUnit(0, 0, 0, "a.jsonl.zst", "jsonl", 0, -1, 5).is_spooled  # the whole file: read directly
+    assert not WorkUnit(0, 0, 0, "a.jsonl", "jsonl", 0, 1 << 20, 1 << 20).is_spooled
+    # other formats' start/end are rows (an HF shard named .json.gz): never a byte range to spool
+    assert not WorkUnit(0, 0, 0, "train-0.json.gz", "hf", 100, 200, 5).is_spooled
