@@ -69,6 +69,9 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
             w.writerow(["id", "text"])
             w.writerows(enumerate(texts))
     (d / "c.csv.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress((d / "c.csv").read_bytes()))
+    pieces = "\x1e".join(texts).encode()  # no text holds the record separator
+    (d / "c.txt").write_bytes(pieces)
+    (d / "c.txt.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress(pieces))
     pq.write_table(pa.table({"id": list(range(len(texts))), "text": texts}), d / "c.parquet", row_group_size=2048,
                    compression="zstd")
     (d / "txt").mkdir(exist_ok=True)
@@ -91,6 +94,9 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
         "csv.zst": ({"path": str(d / "c.csv.zst")}, [d / "c.csv.zst"]),
         "tsv": ({"path": str(d / "c.tsv")}, [d / "c.tsv"]),
         "parquet": ({"path": str(d / "c.parquet")}, [d / "c.parquet"]),
+        "text, \\x1e-separated": ({"path": str(d / "c.txt"), "format": "text", "doc_separator": "\x1e"}, [d / "c.txt"]),
+        "text, \\x1e-separated, .zst": ({"path": str(d / "c.txt.zst"), "format": "text", "doc_separator": "\x1e"},
+                                       [d / "c.txt.zst"]),
         "text (file per doc)": ({"path": str(d / "txt" / "*.txt"), "format": "text"}, sorted((d / "txt").iterdir())),
         "hf save_to_disk": ({"path": str(d / "saved"), "format": "hf"}, sorted((d / "saved").glob("*.arrow"))),
         "hf json, streaming": ({"path": "json", "format": "hf", "data_files": [str(p) for p in shards],
@@ -106,14 +112,28 @@ def recipe_dict(source: dict, out: Path, tokenizer: str, workers: int) -> dict:
 
 def reader_pass(recipe) -> tuple[float, int, int]:
     """(seconds, documents, units): every unit read in this process, nothing encoded."""
+    from dataclasses import replace
+
     from pipeline.readers import BadRecords, get_reader, plan_units
+    from pipeline.spool import Spooler
     t0 = time.perf_counter()
     units = plan_units(recipe)
+    spooler = None
+    if any(u.is_spooled for u in units):  # ranges of a compressed file: windows from a spooling thread
+        spooler = Spooler.for_recipe(recipe, units, {u.index for u in units},
+                                     Path(tempfile.mkdtemp(prefix="bench_spool_")), workers=1)
+        units = [replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in units]
     docs = 0
-    for u in units:
-        bad = BadRecords(u, "error")
-        for batch in get_reader(u.format).iter_batches(u, recipe.sources[u.source], bad, 512):
-            docs += len(batch.texts)
+    try:
+        for u in units:
+            bad = BadRecords(u, "error")
+            for batch in get_reader(u.format).iter_batches(u, recipe.sources[u.source], bad, 512):
+                docs += len(batch.texts)
+            if spooler is not None:
+                spooler.done(u.index)
+    finally:
+        if spooler is not None:
+            spooler.close()
     return time.perf_counter() - t0, docs, len(units)
 
 
@@ -199,14 +219,16 @@ def write_report(rows, args, texts) -> None:
     lines += [
         "",
         "Notes:",
-        f"- work units at unit_bytes {UNIT_BYTES >> 20} MiB: plain JSONL/CSV/TSV are cut into byte ranges (CSV only "
-        "at newlines proven outside quotes by one parent scan); .gz/.zst are one unit each (a compressed "
-        "stream cannot be entered mid-way); Parquet by row groups; text files grouped; a saved HF dataset "
-        "by row ranges; a streamed HF dataset by its own shards (one per data file).",
-        "- the end-to-end column includes process start, and a pool start (forkserver, tokenizer load per "
-        "worker) only where there are 2+ units: a one-unit .gz/.zst/csv.zst runs inline in one process, "
-        "which at this size beats a 2-process pool; for `hf` every worker also imports `datasets` and, when "
-        "streaming, resolves the dataset again (~2-4 s per worker).",
+        f"- work units at unit_bytes {UNIT_BYTES >> 20} MiB: plain JSONL/CSV/TSV/separated text are cut into byte "
+        "ranges (CSV only at newlines proven outside quotes by one parent scan); .gz/.zst into ranges of their "
+        "decompressed bytes, which a parent thread decompresses once into per-unit windows (pipeline/spool.py; "
+        "for CSV it moves each range to a proven record start); Parquet by row groups; text files grouped; a "
+        "saved HF dataset by row ranges; a streamed HF dataset by its own shards (one per data file).",
+        "- the reader column reads a compressed file's windows while one spooling thread writes them (as a "
+        "run does), so it counts decompression once.",
+        "- the end-to-end column includes process start and a pool start (forkserver, tokenizer load per "
+        "worker); for `hf` every worker also imports `datasets` and, when streaming, resolves the dataset "
+        "again (~2-4 s per worker).",
         "- text (file per doc) opens one file per document; its reader column is open()/read() bound.",
         "",
     ]

@@ -113,7 +113,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                                overwrite=overwrite, show_progress=show_progress, console=console)
     out = Path(output or recipe.output.dir)
     if (num_workers or recipe.resolved_num_workers()) > 1:
-        warm_forkserver()
+        warm_forkserver(recipe)
     spec = load_tokenizer(recipe.tokenizer)
     trace.event("tokenizer_loaded", backend=spec.backend)
     units = plan_units(recipe, num_workers)
@@ -360,8 +360,7 @@ def _spooler(units, todo, state: RunState, recipe: Recipe, workers: int):
     if not any(u.is_spooled for u in todo):
         return None
     from pipeline.spool import Spooler
-    return Spooler(units, {u.index for u in todo}, state.dir / "spool",
-                   {i: s.storage_options for i, s in enumerate(recipe.sources)}, workers)
+    return Spooler.for_recipe(recipe, units, {u.index for u in todo}, state.dir / "spool", workers)
 
 
 def _spec_file(spec, state: RunState) -> Path:

@@ -46,8 +46,10 @@ def hf_threads(workers: int) -> int:
     return max(1, 2 * cores // max(1, workers))
 
 
-def warm_forkserver() -> None:
-    """Start the forkserver (and its imports) in the background. Idempotent.
+def warm_forkserver(recipe=None) -> None:
+    """Start the forkserver (and its imports) in the background. Idempotent. With a `recipe` that
+    reads a Hugging Face dataset, the forkserver imports `datasets` too (0.74 s per process here),
+    once, instead of each worker after its fork.
 
     Started while the parent loads and proves the tokenizer: on 55 MB with 2 workers, 5 interleaved
     runs each, 1.87 s -> 1.68 s end to end; started at CLI entry instead of after the parent's own
@@ -55,6 +57,8 @@ def warm_forkserver() -> None:
     ctx = pool_context()
     if ctx.get_start_method() != "forkserver":
         return
-    ctx.set_forkserver_preload(PRELOAD)  # modules that fail to import are skipped by the forkserver
+    hf = recipe is not None and any(src.resolved_format() == "hf" for src in recipe.sources)
+    # modules that fail to import are skipped by the forkserver
+    ctx.set_forkserver_preload(PRELOAD + (["datasets"] if hf else []))
     from multiprocessing import forkserver
     threading.Thread(target=forkserver.ensure_running, name="prep-forkserver", daemon=True).start()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -116,16 +117,25 @@ class SourceConfig:
             raise PrepError(f"{where}.path: format hf takes one dataset (a hub id, a saved directory or a builder "
                             "name); put files in data_files, or give several sources")
 
-    def expand_files(self) -> list[str]:
-        """Sorted files matched by each path/glob, in the order the paths are listed."""
+    def expand_files(self, sizes: dict[str, int] | None = None) -> list[str]:
+        """Sorted files matched by each path/glob, in the order the paths are listed; with `sizes`,
+        each local match's size is recorded there (one stat() per file tells both)."""
         files: list[str] = []
         for p in self.paths():
             if is_url(p):
                 files.extend(_expand_url(p, self.storage_options))
                 continue
             local = p[len("file://"):] if p.startswith("file://") else p
-            matches = sorted(glob.glob(os.path.expanduser(local), recursive=True))
-            matches = [m for m in matches if os.path.isfile(m)]
+            matches = []
+            for m in sorted(glob.glob(os.path.expanduser(local), recursive=True)):
+                try:
+                    st = os.stat(m)
+                except OSError:  # vanished since the listing, or a broken link: not a file
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    matches.append(m)
+                    if sizes is not None:
+                        sizes[m] = st.st_size
             if not matches:
                 raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
                                 f"the current directory {os.getcwd()}); fix the path or glob")

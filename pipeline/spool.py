@@ -2,16 +2,22 @@
 
 A .zst or .gz stream cannot be entered in the middle, so a compressed file used to be one work unit:
 one worker read all of it while the others idled (a single 2 GB .jsonl.zst ran on one core whatever
--j said). Now such a file is planned as ranges of its decompressed bytes (readers.jsonl: a unit owns
-the lines whose first byte lies in its range, as for a plain file), and a thread here reads the
-stream once and writes each unit's bytes into a window file:
+-j said). Now such a file is planned as ranges of its decompressed bytes (readers.jsonl and
+readers.text: a unit owns the lines, or pieces between separators, whose first byte lies in its
+range, as for a plain file), and a thread here reads the stream once and writes each unit's bytes
+into a window file. With `sep` the separator ("\n" for JSONL and text lines; text's doc_separator,
+which cannot overlap itself), of n bytes:
 
-    window of unit [start, end) = decompressed bytes [start - 1, just past the first newline at or
-                                  after end - 1), or to the end of the stream for the last unit
+    window of unit [start, end) = decompressed bytes [start - n, just past the first `sep` that
+                                  begins at or after end - n), or to the end of the stream for the
+                                  last unit
 
-The worker reads the window as if it were the plain file at those offsets (`open_window`), so lines,
-positions (the train/val split), rejects and therefore the output bytes are exactly those of reading
-the whole stream in one unit, and of any -j.
+The unit's first piece starts after the first `sep` found from start - n (its reader seeks there);
+its last piece is the one that starts before `end`, and ends at the first `sep` from end - n on
+(an earlier one there would overlap the `sep` before that piece). The worker reads the window as if
+it were the plain file at those offsets (`open_window`), so lines, positions (the train/val split),
+rejects and therefore the output bytes are exactly those of reading the whole stream in one unit,
+and of any -j.
 
 One thread decompresses one file (zstandard and zlib release the GIL); one file per
 SPOOL_THREADS_PER_WORKERS workers is spooled at once, in plan order, each at most `ahead` (workers + 2)
@@ -46,18 +52,23 @@ SPOOL_THREADS_PER_WORKERS = 8  # files spooled at once: one per this many worker
 # for the plain file: a single file is spool-bound there; several files spool in parallel
 
 
-class WindowFile:
-    """A window file read at the offsets of the decompressed stream it was cut from."""
+HEADER = 8  # a window file starts with its first byte's offset in the stream (uint64, little-endian)
 
-    def __init__(self, f, base: int):
-        self._f, self._base = f, base
+
+class WindowFile:
+    """A window file read at the offsets of the decompressed stream it was cut from; `base` is the
+    stream offset of its first byte."""
+
+    def __init__(self, f):
+        self._f = f
+        self.base = int.from_bytes(f.read(HEADER), "little")
 
     def seek(self, offset: int, whence: int = 0) -> int:
         assert whence == 0
-        return self._f.seek(max(0, offset - self._base)) + self._base
+        return self._f.seek(HEADER + max(0, offset - self.base)) - HEADER + self.base
 
     def tell(self) -> int:
-        return self._f.tell() + self._base
+        return self._f.tell() - HEADER + self.base
 
     def read(self, n: int = -1) -> bytes:
         return self._f.read(n)
@@ -72,10 +83,6 @@ class WindowFile:
         self.close()
 
 
-def window_base(unit: WorkUnit) -> int:
-    return max(0, unit.start - 1)
-
-
 def open_window(unit: WorkUnit) -> WindowFile:
     """The unit's window once the parent has written it (the worker waits: units are submitted
     ahead of the spooling); a spooling error becomes this unit's PrepError."""
@@ -84,7 +91,7 @@ def open_window(unit: WorkUnit) -> WindowFile:
         raise PrepError(f"{unit.path}: unit {unit.index} is a range of a compressed file but has no window")
     while True:
         try:
-            return WindowFile(open(path, "rb"), window_base(unit))
+            return WindowFile(open(path, "rb"))
         except FileNotFoundError:
             pass
         try:
@@ -100,7 +107,10 @@ class Spooler:
     """Writes the windows of the spooled units in `todo`, one thread per file, in plan order."""
 
     def __init__(self, units: list[WorkUnit], todo: set[int], directory: Path, storage_options: dict,
-                 workers: int, ahead: int | None = None):
+                 workers: int, ahead: int | None = None, separators: dict | None = None,
+                 csv_delimiters: dict | None = None):
+        """`storage_options`, `separators` (bytes; default b"\n") and, for CSV/TSV sources,
+        `csv_delimiters` (their windows end at proven record starts), by source index."""
         self.dir = Path(directory)
         shutil.rmtree(self.dir, ignore_errors=True)  # an interrupted run's windows: remade as needed
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -115,8 +125,22 @@ class Spooler:
         self._stop = threading.Event()
         threads = max(1, min(len(files), -(-workers // SPOOL_THREADS_PER_WORKERS)))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="prep-spool") if files else None
+        seps, delimiters = separators or {}, csv_delimiters or {}
         for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
-            self._pool.submit(self._spool_file, key, us, storage_options.get(us[0].source))
+            src = us[0].source
+            cut = (self._csv_windows, delimiters[src]) if src in delimiters else (self._windows, seps.get(src, b"\n"))
+            self._pool.submit(self._spool_file, key, us, storage_options.get(src), *cut)
+
+    @classmethod
+    def for_recipe(cls, recipe, units: list[WorkUnit], todo: set[int], directory: Path, workers: int,
+                   ahead: int | None = None) -> Spooler:
+        """The spooler of a run: each source's storage options, and how its windows end."""
+        from pipeline.readers.csv import delimiter_of
+        sources = list(enumerate(recipe.sources))
+        return cls(units, todo, directory, {i: s.storage_options for i, s in sources}, workers, ahead,
+                   separators={i: s.doc_separator.encode("utf-8") for i, s in sources
+                               if s.resolved_format() == "text" and s.doc_separator},
+                   csv_delimiters={i: delimiter_of(s) for i, s in sources if s.resolved_format() in ("csv", "tsv")})
 
     def window(self, unit: WorkUnit) -> str:
         return str(self.dir / f"u{unit.index:07d}.win")
@@ -138,12 +162,12 @@ class Spooler:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- one file ---------------------------------------------------------------------------------
-    def _spool_file(self, key, units: list[WorkUnit], storage_options) -> None:
+    def _spool_file(self, key, units: list[WorkUnit], storage_options, windows, how) -> None:
         written: set[int] = set()
         try:
             stream, raw = open_input(units[0].path, storage_options)
             with stream, decode_errors(units[0].path, raw):
-                self._windows(key, stream, units, written)
+                windows(key, stream, units, written, how)
         except _Stopped:
             return
         except BaseException as e:  # every later window of this file reports it; nothing else reads it
@@ -157,22 +181,46 @@ class Spooler:
             if self._stop.is_set():
                 raise _Stopped
 
-    def _windows(self, key, stream, units: list[WorkUnit], written: set[int]) -> None:
-        data, base = bytearray(), 0  # decompressed bytes [base, base + len(data)) not yet dropped
+    def _open(self, key, unit: WorkUnit, base: int):
+        """The window file of `unit` being written (None when the unit is done already: its bytes
+        are read past), its header written; waits for a slot."""
+        if unit.index not in self._todo:
+            return None
+        self._acquire(key)
+        out = open(self.window(unit) + ".tmp", "wb")
+        out.write(base.to_bytes(HEADER, "little"))
+        return out
 
+    def _close(self, out, unit: WorkUnit, written: set[int]) -> None:
+        if out is None:
+            return
+        out.close()
+        os.replace(self.window(unit) + ".tmp", self.window(unit))  # whole windows only: the worker opens the final name
+        written.add(unit.index)
+
+    def _reader(self, stream):
         # read1: what one decompression step gives, so a damaged stream raises after the windows
         # its good bytes complete (read() would first gather a whole block, and lose them with the error)
         read = getattr(stream, "read1", stream.read)
 
-        def fill() -> bool:
+        def read_block() -> bytes:
             if self._stop.is_set():
                 raise _Stopped
-            block = read(SPOOL_BLOCK)
+            return read(SPOOL_BLOCK)
+        return read_block
+
+    def _windows(self, key, stream, units: list[WorkUnit], written: set[int], sep: bytes) -> None:
+        """Windows of lines or separator pieces (see the module doc)."""
+        data, base = bytearray(), 0  # decompressed bytes [base, base + len(data)) not yet dropped
+        read = self._reader(stream)
+
+        def fill() -> bool:
+            block = read()
             data.extend(block)
             return bool(block)
 
         for u in units:
-            lo = window_base(u)
+            lo = max(0, u.start - len(sep))
             while base + len(data) < lo:  # the stream up to this window: dropped unread
                 base += len(data)
                 data.clear()
@@ -181,11 +229,7 @@ class Spooler:
             drop = min(max(0, lo - base), len(data))
             del data[:drop]
             base += drop
-            wanted = u.index in self._todo
-            if wanted:
-                self._acquire(key)
-            tmp = self.window(u) + ".tmp"
-            out = open(tmp, "wb") if wanted else None
+            out = self._open(key, u, lo)
             try:
                 if u.end < 0:  # the last unit: to the end of the stream
                     while True:
@@ -196,10 +240,11 @@ class Spooler:
                         if not fill():
                             break
                 else:
-                    keep = u.end - 1  # the next window starts here: bytes from it on stay in `data`
+                    keep = u.end - len(sep)  # the next window starts here: bytes from it on stay in `data`
                     scan = keep
-                    while (i := data.find(b"\n", max(0, scan - base))) < 0:
-                        scan = max(keep, base + len(data))  # searched up to here
+                    while (i := data.find(sep, max(0, scan - base))) < 0:
+                        # searched up to here (a separator may straddle the next read)
+                        scan = max(keep, base + len(data) - len(sep) + 1)
                         flush = min(len(data), keep - base)  # bytes only this window needs
                         if flush > 0:
                             if out is not None:
@@ -207,16 +252,48 @@ class Spooler:
                             del data[:flush]
                             base += flush
                         if not fill():
-                            i = len(data) - 1  # the stream ends inside this window's last line
+                            i = len(data) - len(sep)  # the stream ends inside this window's last piece
                             break
                     if out is not None:
-                        out.write(memoryview(data)[:i + 1])
-            finally:
+                        out.write(memoryview(data)[:i + len(sep)])
+            except BaseException:
                 if out is not None:
                     out.close()
+                raise
+            self._close(out, u, written)
+
+    def _csv_windows(self, key, stream, units: list[WorkUnit], written: set[int], delimiter: str) -> None:
+        """Windows of whole CSV records: unit k's window runs from the k-th cut to the next, where the
+        cuts are those `record_cuts` finds on the decompressed stream at the plan's unit size (the
+        same proof as for a plain file: a newline outside quotes, every quote before it well
+        formed). The last planned unit takes the rest of the stream; with fewer cuts than units
+        (a stray quote stops cutting) the units past the last cut get empty windows."""
+        from pipeline.readers.csv import CutScanner
+        scan = CutScanner(units[0].end - units[0].start, delimiter)  # ranges are [k, k + 1) x unit_bytes
+        read = self._reader(stream)
+        k, pos = 0, 0  # the unit being written; the stream offset of the next block
+        out = self._open(key, units[0], 0)
+        try:
+            while block := read():
+                at = 0
+                for cut in scan.feed(block):
+                    if k == len(units) - 1:
+                        break
+                    if out is not None:
+                        out.write(memoryview(block)[at:cut - pos])
+                    self._close(out, units[k], written)
+                    out, at, k = None, cut - pos, k + 1
+                    out = self._open(key, units[k], cut)
+                if out is not None:
+                    out.write(memoryview(block)[at:])
+                pos += len(block)
+        except BaseException:
             if out is not None:
-                os.replace(tmp, self.window(u))  # whole windows only: the worker opens the final name
-                written.add(u.index)
+                out.close()
+            raise
+        self._close(out, units[k], written)
+        for u in units[k + 1:]:
+            self._close(self._open(key, u, pos), u, written)
 
 
 class _Stopped(Exception):

@@ -40,7 +40,7 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
     r = Recipe.from_yaml(recipe, list(sets))
     if (num_workers or r.resolved_num_workers()) > 1:
         from pipeline.pool import warm_forkserver
-        warm_forkserver()  # its imports overlap the parent's own and the tokenizer load
+        warm_forkserver(r)  # its imports overlap the parent's own and the tokenizer load
     from pipeline.executor import tokenize as run
 
     result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,

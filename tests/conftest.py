@@ -103,3 +103,33 @@ def _no_hub(monkeypatch):
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def read_spooled(reader, source, units, spool_dir, batch_docs: int = 5, **spooler_options):
+    """Every unit through `reader` (a readers module) as a run reads it: the ranges of a compressed
+    file from the windows a Spooler writes (one thread, two windows ahead). Per unit: (its window's
+    stream offset, or None when not spooled; texts; positions; rejects as (reason, position, line))."""
+    from dataclasses import replace
+
+    from pipeline.readers import BadRecords
+    from pipeline.spool import Spooler, open_window
+    units = [replace(u, index=i) for i, u in enumerate(units)]
+    spooler = Spooler(units, {u.index for u in units}, spool_dir, {0: None}, workers=1, ahead=2, **spooler_options)
+    units = [replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in units]
+    per_unit = []
+    try:
+        for u in units:
+            base = None
+            if u.is_spooled:
+                with open_window(u) as w:
+                    base = w.base
+            bad = BadRecords(u, "skip")
+            texts, positions = [], []
+            for batch in reader.iter_batches(u, source, bad, batch_docs):
+                texts += batch.texts
+                positions += batch.positions.tolist()
+            per_unit.append((base, texts, positions, [(r["reason"], r["position"], r.get("line")) for r in bad.rows]))
+            spooler.done(u.index)
+    finally:
+        spooler.close()
+    return units, per_unit

@@ -1,8 +1,9 @@
 """JSONL (plain, .gz, .zst): one JSON object per line, text under a dotted key.
 
 Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every line whose first
-byte lies in [start, end), so any cut gives each line to exactly one unit. Compressed files cannot
-be entered mid-stream and are one unit each.
+byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
+be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
+once into a window file per unit (pipeline.spool).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from pipeline.readers.base import (
     DocBatch,
     WorkUnit,
     batches_by_group,
+    compressed_ranges,
     compression_of,
     decode_errors,
-    decompressed_size,
     file_size,
-    open_input,
+    open_unit,
 )
 from pipeline.recipe import SourceConfig
 
@@ -33,12 +34,9 @@ __all__ = ["plan", "iter_batches", "iter_lines", "iter_line_groups", "plan_byte_
 READ_BLOCK = 4 << 20  # bytes per read(): big enough to amortise syscalls, small next to a worker's budget
 SEEK_BLOCK = 64 << 10  # bytes per read() while looking for the first line start of a unit
 DENSE_LINE_BYTES = 512  # mean line length under which iter_lines splits blocks (see there)
+DENSE_SAMPLE = 64 << 10  # bytes of a unit's first block whose lines decide how it is split
 
 
-# A compressed file whose decompressed size is unknown is planned as if it expanded this much (JSONL
-# text: gzip -6 ~3.5x, zstd -3 ~4.5x on benchmarks/data/docs.jsonl); more text than that all goes to
-# its last unit, less leaves trailing units empty. Either way every line is read exactly once.
-ASSUMED_EXPANSION = 4
 
 
 def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: str,
@@ -50,15 +48,10 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
     for fi, path in enumerate(files):
         size = file_size(path, storage_options)
         if compression_of(path):
-            total = None
-            if split_compressed and size * ASSUMED_EXPANSION > unit_bytes:
-                total = decompressed_size(path, size, storage_options) or size * ASSUMED_EXPANSION
-            if total is None or total <= unit_bytes:
+            if split_compressed:
+                units += compressed_ranges(source_index, fi, path, size, unit_bytes, fmt, storage_options)
+            else:
                 units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
-                continue
-            starts = range(0, total, unit_bytes)
-            units += [WorkUnit(0, source_index, fi, path, fmt, a, -1 if a == starts[-1] else a + unit_bytes,
-                               min(unit_bytes, total - a)) for a in starts]
             continue
         if size <= unit_bytes:
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
@@ -106,7 +99,7 @@ def iter_line_groups(f, start: int, end: int, max_bytes: int | None = None
     pending_len = 0
     cap = max_bytes + 1 if max_bytes is not None else None
     stop = end if end >= 0 else sys.maxsize  # lines must start before `stop`
-    dense = False  # the previous block's lines were short: split this one
+    dense = None  # the previous block's lines were short: split this one (None: no block read yet)
     nl = b"\n"
     while True:
         block = f.read(READ_BLOCK)
@@ -114,6 +107,8 @@ def iter_line_groups(f, start: int, end: int, max_bytes: int | None = None
             if pending and pos < stop:
                 yield [pos], [b"".join(pending)]
             return
+        if dense is None:  # the first block: judged by its first 64 KiB (a unit of 2 MiB is one block)
+            dense = block.count(nl, 0, DENSE_SAMPLE) * DENSE_LINE_BYTES > min(len(block), DENSE_SAMPLE)
         if dense:
             parts = block.split(nl)
             i = len(parts[0]) if len(parts) > 1 else -1
@@ -202,11 +197,8 @@ def seek_line_start(f, start: int) -> int:
 
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
-    if unit.is_spooled:  # offsets as in the decompressed stream: the same lines, positions and rejects
-        from pipeline.spool import open_window
-        stream = raw = open_window(unit)
-    else:
-        stream, raw = open_input(unit.path, source.storage_options)
+    # a spooled window is read at the decompressed stream's offsets: the same lines, positions, rejects
+    stream, raw = open_unit(unit, source.storage_options)
     extract = TextExtractor(source.text_field, source.text_template)
     batcher = Batcher(source, bad, batch_docs)
     max_bytes = source.max_record_bytes

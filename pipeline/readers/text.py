@@ -9,18 +9,22 @@
 Empty pieces (blank lines, a separator at the end of a file) are not documents; whitespace is kept.
 
 Per-line and separator units are byte ranges of plain files, as for JSONL: a unit owns the pieces
-whose first byte lies in its range. That needs a separator that cannot overlap itself (no proper
+whose first byte lies in its range (of a .gz/.zst file: ranges of its decompressed bytes, which the
+parent decompresses once into windows, pipeline.spool). That needs a separator that cannot overlap itself (no proper
 prefix equal to a suffix: "\\n", "<|endoftext|>", "\\x1e" are fine). For one that can ("\\n\\n",
 "----"), where a piece starts depends on where scanning started, so each file is one unit.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from itertools import repeat
 
+from pipeline.errors import PrepError
 from pipeline.filters import Batcher
 from pipeline.readers.base import (
+    REJECT_PREVIEW_CHARS,
     BadRecords,
     ByteProgress,
     DocBatch,
@@ -30,10 +34,12 @@ from pipeline.readers.base import (
     decode_errors,
     decode_utf8,
     file_size,
+    local_path,
     open_input,
+    open_unit,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
-from pipeline.recipe import SourceConfig
+from pipeline.recipe import SourceConfig, is_url
 
 __all__ = ["plan", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
 
@@ -49,7 +55,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     so = source.storage_options
     if source.doc_separator is not None:
         if not self_overlapping(source.doc_separator.encode("utf-8")):
-            return plan_byte_ranges(source_index, files, unit_bytes, "text", so)
+            return plan_byte_ranges(source_index, files, unit_bytes, "text", so, split_compressed=True)
         return [WorkUnit(0, source_index, fi, p, "text", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
     units: list[WorkUnit] = []
     group: list[str] = []
@@ -119,9 +125,8 @@ def iter_pieces(f, start: int, end: int, sep: bytes, max_bytes: int | None = Non
 
 def seek_piece_start(f, start: int, sep: bytes) -> int | None:
     """Position `f` at the first piece starting at or after `start` (sep must not overlap itself);
-    None when no piece starts there."""
+    None when no piece starts there. `f` is at 0 when `start` is 0 (a .zst stream cannot seek)."""
     if start == 0:
-        f.seek(0)
         return 0
     at = max(0, start - len(sep))
     f.seek(at)
@@ -149,7 +154,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     per_line = sep == b"\n"
     batcher = Batcher(source, bad, batch_docs)
     limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
-    stream, raw = open_input(unit.path, source.storage_options)
+    stream, raw = open_unit(unit, source.storage_options)  # a compressed file's range: its spooled window
     meter = ByteProgress(unit, stream, raw)
     count = unit.start == 0  # line/piece numbers are known from the file start only
 
@@ -208,18 +213,35 @@ def _one_by_one(offsets: list[int], pieces: list, number: int | None, per_line: 
         batcher.add(text, offset)
 
 
-def _read_capped(stream, limit: int | None) -> bytes:
-    """All of `stream`, or its first limit + 1 bytes when longer (the caller rejects it)."""
-    if limit is None:
-        return stream.read()
+def _read_local(path: str, limit: int | None) -> tuple[bytes, int]:
+    """(all of a local file, or its first limit + 1 bytes when longer; its size). os.open/os.read,
+    no stat() or buffered file object: 30,000 files of 600 bytes in 0.15 s instead of 0.32 s (a
+    directory of small files is open()-bound: 100,000 took 2.1 s of a worker's time to read)."""
+    try:
+        fd = os.open(local_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        raise PrepError(f"{path}: file disappeared during the run") from None
+    except OSError as e:
+        raise PrepError(f"{path}: cannot read ({e})") from None
+    try:
+        data = _read_capped(lambda n: os.read(fd, n), limit, first=1 << 16)
+        return data, os.fstat(fd).st_size if limit is not None and len(data) > limit else len(data)
+    finally:
+        os.close(fd)
+
+
+def _read_capped(read, limit: int | None, first: int = READ_BLOCK) -> bytes:
+    """All that `read(n)` gives, or its first limit + 1 bytes when longer (the caller rejects it);
+    the first read asks for `first` bytes (a small file: one read, then the one that says EOF)."""
     blocks, n = [], 0
-    while n <= limit:
-        block = stream.read(min(READ_BLOCK, limit + 1 - n))
+    while limit is None or n <= limit:
+        want = (READ_BLOCK if n else first) if limit is None else min(READ_BLOCK if n else first, limit + 1 - n)
+        block = read(want)
         if not block:
             break
         blocks.append(block)
         n += len(block)
-    return b"".join(blocks)
+    return blocks[0] if len(blocks) == 1 else b"".join(blocks)
 
 
 def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
@@ -229,20 +251,22 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
     reported = done = 0
     for j, path in enumerate(unit.paths or (unit.path,)):
         number = unit.start + j  # the document's position: the file's number in the source
-        plain = not compression_of(path)
-        size = file_size(path, so) if plain and limit is not None else -1
-        if size >= 0 and size > limit:  # known too large without reading it
-            bad.reject("record_too_large", number, "", f"{size} bytes > max_record_bytes {limit}", path=path)
+        if not compression_of(path) and not is_url(path):
+            data, size = _read_local(path, limit)
             done += size
-            continue
-        stream, raw = open_input(path, so)
-        with stream, decode_errors(path, raw):
-            data = stream.read() if size >= 0 else _read_capped(stream, limit)
-            done += raw.tell()
-        if limit is not None and len(data) > limit:
-            bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
-                       path=path)
-            continue
+            if limit is not None and len(data) > limit:
+                bad.reject("record_too_large", number, data[:4 * REJECT_PREVIEW_CHARS],
+                           f"{size} bytes > max_record_bytes {limit}", path=path)
+                continue
+        else:
+            stream, raw = open_input(path, so)
+            with stream, decode_errors(path, raw):
+                data = _read_capped(stream.read, limit)
+                done += raw.tell()
+            if limit is not None and len(data) > limit:
+                bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
+                           path=path)
+                continue
         text = decode_utf8(data, source.encoding_errors)
         if text is None:
             bad.reject("invalid_utf8", number, data, "not UTF-8", path=path)

@@ -26,7 +26,7 @@ def _compressed(directory, corpus, kind: str):
     data = corpus.read_bytes()
     if kind == "zst":  # one-shot compress() writes the content size into the frame header
         blob, name = zstandard.ZstdCompressor().compress(data), "small.jsonl.zst"
-    elif kind == "zst-unsized":  # streamed: no declared size, planned from the assumed expansion
+    elif kind == "zst-unsized":  # streamed: no declared size; this small, it is measured whole at plan time
         c = zstandard.ZstdCompressor().compressobj()
         blob, name = c.compress(data) + c.flush(), "small.jsonl.zst"
     else:
@@ -43,16 +43,10 @@ def test_ranges_of_a_compressed_file_give_the_plain_files_shards(tmp_path, corpu
     out = tmp_path / "out"
     run = run_prep(recipe, out, workers=workers)
     assert run.returncode == 0, run.stderr
-    if kind == "zst-unsized":  # other ranges than the plain file's (so other shard cuts): same documents
-        for split in ("train", "val"):
-            want, got = read_split(reference_out, split), read_split(out, split)
-            assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))
-    else:  # the declared size gives the plain file's ranges: the same units, so the same shards
-        assert _shards(snapshot(out)) == _shards(reference)
+    # the declared or measured size gives the plain file's ranges: the same units, so the same shards
+    assert _shards(snapshot(out)) == _shards(reference)
     units = run.stdout.split(" units in ")[0].split()[-1]  # "7/7 units in ..."
-    # ~450 kB in 64 KiB ranges, not one unit; unsized: planned as 4x the compressed bytes, the rest
-    # of the stream in the last range
-    assert int(units.split("/")[1]) >= (2 if kind == "zst-unsized" else 7)
+    assert int(units.split("/")[1]) >= 7  # ~450 kB in 64 KiB ranges, not one unit
     assert sorted(p.name for p in (out / ".prep").iterdir()) == ["lock"]  # windows deleted
 
 
@@ -93,3 +87,60 @@ def test_a_truncated_stream_fails_the_units_from_the_damage_on(tmp_path, corpus,
     strict = write_recipe(tmp_path / "strict", path, on_bad_record="error")
     run = run_prep(strict, tmp_path / "out2", workers=workers)
     assert run.returncode == 1 and "small.jsonl.zst: corrupt or truncated input" in run.stderr
+
+
+@pytest.mark.parametrize("sep", ["\n", "<|endoftext|>"])
+def test_a_compressed_text_file_is_split_too(tmp_path, corpus, sep):
+    """Plain text, one document per line or per separator: the .zst's ranges give the plain file's
+    shards on 2 workers (the spooler cuts its windows after `sep`, not after a newline)."""
+    texts = [json.loads(line)["text"].replace("\n", " ") for line in corpus.read_text().splitlines()]
+    data = sep.join(texts).encode()
+    plain, packed = tmp_path / "t.txt", tmp_path / "t.txt.zst"
+    plain.write_bytes(data)
+    packed.write_bytes(zstandard.ZstdCompressor().compress(data))
+    snaps = {}
+    for path in (plain, packed):
+        d = tmp_path / path.name.replace(".", "_")
+        d.mkdir()
+        recipe = write_recipe(d, path)
+        spec = json.loads(recipe.read_text())
+        spec["source"] = {"path": str(path), "format": "text", "doc_separator": sep}
+        recipe.write_text(json.dumps(spec))
+        run = run_prep(recipe, d / "out", workers=2)
+        assert run.returncode == 0, run.stderr
+        units = int(run.stdout.split(" units in ")[0].split()[-1].split("/")[1])
+        assert units >= 6  # ~400 kB in 64 KiB ranges, the compressed file too
+        snaps[path] = _shards(snapshot(d / "out"))
+    assert snaps[plain] == snaps[packed] and any(k.startswith("train/") for k in snaps[plain])
+
+
+def test_a_compressed_csv_is_split_at_proven_record_starts(tmp_path, corpus):
+    """CSV with quoted multi-line texts as .zst: cut into ranges (the spooler moves each to a proven
+    record start), the same shards on 1 and 2 workers and the same documents as the plain file."""
+    import csv
+    import io
+
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    writer.writerow(["id", "text"])
+    writer.writerows((i, json.loads(line)["text"]) for i, line in enumerate(corpus.read_text().splitlines()))
+    data = buf.getvalue().encode()
+    plain, packed = tmp_path / "t.csv", tmp_path / "t.csv.zst"
+    plain.write_bytes(data)
+    packed.write_bytes(zstandard.ZstdCompressor().compress(data))
+    outs = {}
+    for path, workers in ((plain, 2), (packed, 1), (packed, 2)):
+        d = tmp_path / f"{path.name}_{workers}"
+        d.mkdir()
+        recipe = write_recipe(d, path)
+        spec = json.loads(recipe.read_text())
+        spec["source"] = {"path": str(path), "format": "csv"}
+        recipe.write_text(json.dumps(spec))
+        run = run_prep(recipe, d / "out", workers=workers)
+        assert run.returncode == 0, run.stderr
+        assert int(run.stdout.split(" units in ")[0].split()[-1].split("/")[1]) >= 6, run.stdout
+        outs[path, workers] = d / "out"
+    assert _shards(snapshot(outs[packed, 1])) == _shards(snapshot(outs[packed, 2]))
+    for split in ("train", "val"):
+        want, got = read_split(outs[plain, 2], split), read_split(outs[packed, 2], split)
+        assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -18,7 +18,7 @@ def test_auto_unit_bytes_is_a_bounded_monotone_power_of_two(a, b):
     if a >= AUTO_UNITS * AUTO_UNIT_MAX:
         assert ua == AUTO_UNIT_MAX
     elif a >= AUTO_UNITS * AUTO_UNIT_MIN:  # enough input for AUTO_UNITS units of at least the minimum
-        assert AUTO_UNITS <= -(-a // ua) < 2 * AUTO_UNITS
+        assert AUTO_UNITS <= -(-a // ua) <= 2 * AUTO_UNITS  # ua in (a/64, a/32]: 32 to 64 units, rounded up
 
 
 def _recipe(path, **top) -> Recipe:

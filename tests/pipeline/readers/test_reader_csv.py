@@ -14,6 +14,7 @@ from pipeline.errors import PrepError
 from pipeline.readers import BadRecords, WorkUnit
 from pipeline.readers import csv as csv_reader
 from pipeline.recipe import SourceConfig
+from tests.conftest import read_spooled
 
 FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\t\n\r\u00e9x')), max_size=12)
 
@@ -40,7 +41,7 @@ def record_starts(data: bytes, delimiter: str) -> set[int]:
                 at_start = False
             line = lines.pop(0)
             offset += len(line)
-            return line.decode("utf-8")
+            return line.decode("utf-8", "replace")  # same length in lines, so the same record starts
     for _ in csv.reader(It(), delimiter=delimiter):
         at_start = True
     return starts
@@ -67,6 +68,19 @@ def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, 
     truth = record_starts(data, delimiter)
     assert set(cuts) <= truth
     assert cuts == sorted(set(cuts))
+    greedy, target = [], unit_bytes  # well-formed CSV: every record start is proven, so the cuts are
+    for start in sorted(truth):      # the first record start at or after each target
+        if start >= target:
+            greedy.append(start)
+            target = start + unit_bytes
+    assert cuts == greedy
+    for scan in (1, 7, 64):  # quotes and newlines straddling scan blocks change nothing
+        orig = csv_reader.SCAN_BLOCK
+        csv_reader.SCAN_BLOCK = scan
+        try:
+            assert [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, delimiter) if c < len(data)] == cuts
+        finally:
+            csv_reader.SCAN_BLOCK = orig
     path = tmp_path_factory.mktemp("c") / ("c.tsv" if delimiter == "\t" else "c.csv")
     path.write_bytes(data)
     source = SourceConfig(path=str(path), text_field="text", max_record_bytes=None)
@@ -99,6 +113,55 @@ def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, l
     assert fast == exact
 
 
+PIECE = st.sampled_from([b"a", b"b", b",", b'"', b'""', b"\n", b"\r", b"\r\n", b"\t", b" ",
+                         "\u00e9".encode(), b"\xff", b"\x00", b"\n\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECE, max_size=60), st.integers(1, 23), st.integers(3, 60), st.sampled_from([",", "\t"]),
+       st.booleans())
+def test_columnar_path_gives_the_csv_modules_rows(pieces, block, limit, delimiter, last_column):
+    """pyarrow's blocks (ArrowColumn) == the csv module fed physical lines, on any bytes: every text
+    it hands over is the text column of a non-blank row with the header's field count, at the same
+    offset, and the rows it skips are blank; everything else is the exact path's own tuples."""
+    data = b"".join(pieces)
+    exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, delimiter))
+    header: list | None = None
+
+    class Columnar:
+        arrow = None
+
+        def ready(self):
+            return header is not None
+
+        def take(self, *block_):
+            if self.arrow is None:
+                self.arrow = csv_reader.ArrowColumn(delimiter, header, len(header) - 1 if last_column else 0)
+            return self.arrow(*block_)
+
+    old = csv_reader.READ_BLOCK
+    csv_reader.READ_BLOCK = block
+    got = []
+    try:
+        for item in csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, delimiter, Columnar()):
+            got.append(item)
+            if header is None and type(item) is tuple and item[2]:
+                header = item[2]
+    finally:
+        csv_reader.READ_BLOCK = old
+    column = (len(header) - 1 if last_column else 0) if header else 0
+    blanks = {item[0] for item in exact if item[2] == []}  # blank lines are no records: either path may skip them
+    rest = iter([item for item in exact if item[2] != []])
+    for item in got:
+        if type(item) is tuple:
+            assert item == next(rest) if item[2] != [] else item[0] in blanks
+            continue
+        for offset, text in zip(item.offsets, item.texts):
+            pos, _, row, not_utf8 = next(rest)
+            assert (pos, text) == (offset, row[column]) and len(row) == len(header) and not not_utf8
+    assert next(rest, None) is None
+
+
 def test_big_file_is_cut_and_read_exactly_once(tmp_path):
     rows = [(i, f'line {i}, "quoted"\nsecond line\r\n{"x" * (i % 50)}') for i in range(3000)]
     path = tmp_path / "c.csv"
@@ -108,6 +171,20 @@ def test_big_file_is_cut_and_read_exactly_once(tmp_path):
     assert len(units) > 3 and all(u.start in record_starts(path.read_bytes(), ",") for u in units)
     assert texts == [r[1] for r in rows] and not bad
     assert positions == sorted(positions) and len(set(positions)) == len(rows)
+
+
+def test_input_bytes_is_what_any_plan_covers(tmp_path):
+    import zstandard
+    rows = [(i, f'row {i}, "q"\n' + "x" * (i % 70)) for i in range(2000)]
+    plain = tmp_path / "c.csv"
+    plain.write_bytes(write_csv([("id", "text"), *rows]))
+    packed = tmp_path / "d.csv.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    files = [str(plain), str(packed)]
+    source = SourceConfig(path=str(tmp_path / "*.csv*"), format="csv")
+    for unit_bytes in (1 << 10, 1 << 14, 1 << 30):
+        assert sum(u.size for u in csv_reader.plan(source, 0, files, unit_bytes)) == \
+            csv_reader.input_bytes(source, files, unit_bytes)
 
 
 def test_stray_quote_stops_cutting_but_not_reading(tmp_path):
@@ -169,3 +246,68 @@ def test_error_policy_names_file_and_row(tmp_path):
     unit = WorkUnit(0, 0, 0, str(path), "csv", 0, -1, path.stat().st_size)
     with pytest.raises(PrepError, match=r"c\.csv at row 1: wrong_column_count: 3 fields, the header has 2"):
         list(csv_reader.iter_batches(unit, SourceConfig(path=str(path)), BadRecords(unit, "error"), 10))
+
+
+CSV_PIECE = st.one_of(st.tuples(FIELD, FIELD).map(lambda r: write_csv([r])),
+                      st.sampled_from([b'x "stray" y,1\n', b"\n", b"1,2,3\n", b"bad \xff,utf8\n", b"lone\rcr,1\n"]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(CSV_PIECE, min_size=1, max_size=40), st.sampled_from([",", "\t"]), st.integers(8, 200),
+       st.booleans())
+def test_a_compressed_csv_is_cut_at_the_plain_files_cuts(tmp_path_factory, pieces, delimiter, unit_bytes, gz):
+    """A .gz/.zst CSV is planned as ranges of its decompressed bytes; the spooler moves each range's
+    start to the cut the plain file's scan makes (a proven record start), so unit by unit the windows
+    hold the plain file's units' records, and together every record once, as one sequential read."""
+    import gzip
+
+    import zstandard
+    data = write_csv([("id", "text")], delimiter) + b"".join(
+        p.replace(b",", delimiter.encode()) if delimiter == "\t" else p for p in pieces)
+    d = tmp_path_factory.mktemp("c")
+    name = "c.tsv" if delimiter == "\t" else "c.csv"
+    plain, packed = d / name, d / (name + (".gz" if gz else ".zst"))
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data) if gz else zstandard.ZstdCompressor().compress(data))
+    source = SourceConfig(path=str(plain), max_record_bytes=None)
+    def read(path, unit_bytes, spool):
+        units = csv_reader.plan(source, 0, [str(path)], unit_bytes)
+        return read_spooled(csv_reader, source, units, d / spool, 7, csv_delimiters={0: delimiter})
+
+    whole = [(t, p) for _, ts, ps, _ in read(plain, 1 << 30, "s0")[1] for t, p in zip(ts, ps)]
+    plain_units, want = read(plain, unit_bytes, "s1")
+    got_units, got = read(packed, unit_bytes, "s2")
+
+    def flat(per_unit):
+        return ([(t, p) for _, ts, ps, _ in per_unit for t, p in zip(ts, ps)], [r for *_, rows in per_unit for r in rows])
+
+    assert flat(got) == flat(want) and flat(got)[0] == whole
+    truth = record_starts(data, delimiter) | {len(data)}
+    bases = [base for base, *_ in got if base is not None]
+    assert all(base in truth for base in bases) and bases == sorted(bases)
+    if len(got_units) > 1:  # spooled; the first cuts are the plain file's (it may have fewer units)
+        assert all(u.is_spooled for u in got_units)
+        assert bases[:len(plain_units)] == [u.start for u in plain_units][:len(bases)]
+
+
+def test_invalid_utf8_in_another_column_is_rejected_on_the_columnar_path(tmp_path):
+    """pyarrow checks UTF-8 only in columns it converts: every column is converted, so a block whose
+    only flaw is a bad byte outside the text column still goes to the csv module, which rejects it."""
+    path = tmp_path / "c.csv"
+    path.write_bytes(b"id,text\n" + b"".join(b"%d,row %d\n" % (i, i) for i in range(50)) + b"\xff7,bad id\n")
+    _, texts, _, bad = read_all(path, SourceConfig(path=str(path)), 1 << 20)
+    assert texts == [f"row {i}" for i in range(50)]
+    assert [(r["reason"], r["row"]) for r in bad] == [("invalid_utf8", 50)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECE, max_size=80), st.sampled_from([",", "\t"]))
+def test_record_ends_looking_only_outside_quotes_equals_listing_every_newline(pieces, delimiter):
+    """The two ways `_record_ends` finds newlines and CRs outside quotes agree on any bytes."""
+    import numpy as np
+    a = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    ok_near = np.zeros(256, dtype=bool)
+    ok_near[[ord(delimiter), 10, 13, ord('"')]] = True
+    gathered = csv_reader._record_ends(a, ok_near, gather_fraction=1.0)
+    listed = csv_reader._record_ends(a, ok_near, gather_fraction=-1.0)
+    assert gathered[0].tolist() == listed[0].tolist() and gathered[1] == listed[1]
