@@ -28,7 +28,6 @@ import pickle
 import signal
 import threading
 import time
-import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from pipeline import faults, trace
 from pipeline.assemble import PartStream, usable_placed
+from pipeline.crc import crc32
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
 from pipeline.journal import RunState
@@ -248,7 +248,7 @@ def _drop_lost_units(results: dict[int, dict], state: RunState, dtype, placed: d
             data = (state.rejects / rejects_name(result["unit"])).read_bytes()
         except FileNotFoundError:
             return False
-        return "rejects_crc32" not in result or zlib.crc32(data) == result["rejects_crc32"]
+        return "rejects_crc32" not in result or crc32(data) == result["rejects_crc32"]
 
     for index in [i for i, r in results.items() if r.get("status") == "ok" and not intact(r)]:
         del results[index]

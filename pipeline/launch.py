@@ -81,6 +81,7 @@ def main(fast_exit: bool = False) -> None:
     from pipeline import trace
     trace.event("main")
     if args[:1] == ["tokenize"] and (options := tokenize_args(args[1:])) is not None:
+        import pipeline.blas_threads  # noqa: F401  (before anything loads numpy)
         _warm_for(options)
         from pipeline.tokenize_command import exit_code, tokenize_command
         code = exit_code(tokenize_command, **options)

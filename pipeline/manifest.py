@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pipeline import faults
+from pipeline.crc import crc32
 from pipeline.errors import PrepError
 
 __all__ = [
@@ -84,7 +84,7 @@ def write_idx(path: str | os.PathLike, lengths: np.ndarray, dtype: np.dtype, syn
     with open(path, "wb") as f:
         for piece in pieces:  # written one by one: no joined copy of a large index (20 bytes per document)
             f.write(piece)
-            crc = zlib.crc32(piece, crc)
+            crc = crc32(piece, crc)
         f.flush()
         if sync:
             os.fsync(f.fileno())

@@ -14,12 +14,13 @@ import threading
 __all__ = ["pool_context", "warm_forkserver", "worker_environment", "hf_threads", "PRELOAD"]
 
 # Imported once in the forkserver, so each worker forks with them loaded (~0.3 s of imports each).
+# pipeline.blas_threads first: it must run before numpy loads OpenBLAS.
 # "__main__": the parent's main script (the `prep` console script, which imports only pipeline.launch;
 # `python -m pipeline.cli`: typer and rich), which every child would otherwise import again before it
 # starts (multiprocessing.spawn.prepare). pipeline.worker_process holds the workers' initializer (0.075 s
 # of imports in each worker when it was left out); tiktoken is imported by a worker only for its
 # backend, and pipeline.executor (the parent's side) not at all.
-PRELOAD = ["__main__", "numpy", "orjson", "tokenizers", "gigatoken", "pipeline.worker_process", "pipeline.fast_bpe"]
+PRELOAD = ["pipeline.blas_threads", "__main__", "numpy", "orjson", "tokenizers", "gigatoken", "pipeline.worker_process", "pipeline.fast_bpe"]
 
 
 def pool_context():

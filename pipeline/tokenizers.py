@@ -81,6 +81,10 @@ class TokenizerSpec:
     # code points whose Unicode class the fast engine sees otherwise than tokenizers (inclusive ranges,
     # unicode_gaps.probe): documents holding one are encoded by tokenizers itself
     unicode_gaps: tuple = field(default=(), repr=False, compare=False)
+    # the largest id the fast engine can give: the largest in the model's vocabulary, the only ids an
+    # engine built from it knows (added tokens are not given to it). None: not known (the hf backend,
+    # a `tiktoken:<name>` encoding, a spec cached before this field), so every batch is range-checked
+    max_engine_id: int | None = field(default=None, repr=False, compare=False)
 
     def manifest_dict(self) -> dict:
         return {"name": self.name, "backend": self.backend, "backend_version": self.backend_version,
@@ -140,7 +144,18 @@ class Encoder:
             return self._encode_lists(texts)
         return [a.tolist() for a in map(self._encode_one, texts)]
 
-    def encode_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def fits(self, dtype) -> bool:
+        """Whether every id this encoder can give (engine and boundary ids) is known to fit `dtype`:
+        then `encode_batch(texts, dtype)` casts while concatenating (one pass over the tokens instead
+        of concatenate, min/max and astype: 0.6 against 1.6-2.0 ms per 2.5 M tokens), and the caller
+        need not range-check what it gets."""
+        top = self.spec.max_engine_id
+        if top is None or self._encode_one is None:
+            return False
+        return max([top, *self.prefix, *self.suffix]) <= np.iinfo(dtype).max
+
+    def encode_batch(self, texts: list[str], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, lengths); ids are `dtype` (cast unchecked: give a narrower one only where `fits`)."""
         if self._encode_one is None:
             return self._from_lists(self._encode_lists(texts))
         # before encoding: an engine that reads a str's UTF-8 leaves it cached in the object, and the
@@ -155,25 +170,25 @@ class Encoder:
             self._verify(texts, arrays)
         if self._rss_limit and _rss_bytes() > self._rss_limit:
             self._rebuild()
-        return self._from_arrays(arrays)
+        return self._from_arrays(arrays, dtype)
 
     def _reference_encoder(self):
         if self._reference is None:
             self._reference = _hf_tokenizer(self.spec.definition)
         return self._reference
 
-    def _from_arrays(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def _from_arrays(self, arrays: list[np.ndarray], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
         raw = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
         extra = len(self.prefix) + len(self.suffix)
         lengths = np.where(raw > 0, raw + extra, 0)  # an empty document gets no boundary ids either
         if not arrays:
-            return np.zeros(0, np.uint32), lengths
+            return np.zeros(0, dtype), lengths
         total = int(raw.sum())
         if extra and total and total >= INTERLEAVE_TOKENS_PER_DOC * len(arrays):
             pre, suf = np.array(self.prefix, np.uint32), np.array(self.suffix, np.uint32)
             arrays = [p for a in arrays if len(a) for p in (pre, a, suf)]
-            return np.concatenate(arrays).astype(np.uint32, copy=False), lengths
-        ids = np.concatenate(arrays).astype(np.uint32, copy=False)
+            return np.concatenate(arrays, dtype=dtype, casting="unsafe"), lengths
+        ids = np.concatenate(arrays, dtype=dtype, casting="unsafe")
         if extra and ids.size:
             ids = self._add_boundaries(ids, raw, lengths)
         return ids, lengths
@@ -183,7 +198,7 @@ class Encoder:
         by index arithmetic: for short documents, where interleaving [pre, a, suf] arrays for one
         np.concatenate costs ~0.4 us per document (0.12 s per 324 K; this ~0.01 s). It holds the
         batch's ids twice (+5 bytes per token), which long documents' batches would feel."""
-        out = np.empty(int(lengths.sum()), np.uint32)
+        out = np.empty(int(lengths.sum()), ids.dtype)
         body = np.ones(out.size, bool)
         starts = (np.cumsum(lengths) - lengths)[raw > 0]  # where each non-empty document begins in `out`
         for at, tokens in ((starts, self.prefix), (starts + len(self.prefix) + raw[raw > 0], self.suffix)):
@@ -413,7 +428,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
-                       engine_data=data, unicode_gaps=gaps)
+                       engine_data=data, unicode_gaps=gaps, max_engine_id=max(d["model"]["vocab"].values()))
     return unavailable("; ".join(failures))
 
 

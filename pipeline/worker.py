@@ -72,6 +72,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     if unit.index == 0:
         encoder.verify_next_documents()  # a fast engine's ids on the run's first documents == tokenizers'
     dtype = dtype_for_vocab(ctx.spec.vocab_size)
+    checked = not encoder.fits(dtype)  # ids that might not fit `dtype` come as uint32, range-checked here
     source = recipe.sources[unit.source]
     out = recipe.output
     bad = BadRecords(unit, recipe.on_bad_record)
@@ -87,11 +88,12 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         for batch in get_reader(unit.format).iter_batches(unit, source, bad, recipe.batch_docs):
             docs = tokens = 0
             if batch.texts:
-                ids, lengths = encoder.encode_batch(batch.texts)
+                ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype)
                 keep = lengths > 0
                 empty += int(keep.size - keep.sum())
-                check_id_range(ids, dtype, f"{unit.path}")
-                ids = ids.astype(dtype)
+                if checked:
+                    check_id_range(ids, dtype, f"{unit.path}")
+                    ids = ids.astype(dtype)
                 is_val = val_mask(out.seed, unit.source, unit.file_index, batch.positions, out.val_fraction)
                 if dedup is not None:
                     dedup.add(batch.texts, keep, is_val)

@@ -29,6 +29,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from pipeline.crc import crc32
 from pipeline.errors import PrepError
 from pipeline.recipe import is_url
 
@@ -119,7 +120,7 @@ class BadRecords:
         data = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in self.rows).encode()
         with open(path, "wb") as f:
             f.write(data)
-        return zlib.crc32(data)
+        return crc32(data)
 
 
 def compression_of(path: str) -> str | None:

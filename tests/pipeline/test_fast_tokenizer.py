@@ -284,6 +284,38 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
     np.testing.assert_array_equal(ids_f, ids_h)
     np.testing.assert_array_equal(len_f, len_h)
     assert len_f[1] == 0 and int(len_f.sum()) == ids_f.size
+    # a proven engine's ids are known to fit uint16: cast while concatenating, no range check
+    fast_enc, hf_enc = fast.build_encoder(), hf.build_encoder()
+    assert fast_enc.fits(np.uint16) and not hf_enc.fits(np.uint16)
+    narrow, narrow_len = fast_enc.encode_batch(texts, np.uint16)
+    assert narrow.dtype == np.uint16
+    np.testing.assert_array_equal(narrow, ids_h)
+    np.testing.assert_array_equal(narrow_len, len_h)
+
+
+def test_an_engine_id_past_the_dtype_keeps_the_range_check(trained, tmp_path):
+    """A vocabulary that names an id past what its size implies (transformers#2825's shape): the
+    dtype chosen from the size is uint16, the encoder does not claim its ids fit, and the worker's
+    range check refuses the run instead of wrapping the id."""
+    from pipeline.readers import plan_units
+    from pipeline.recipe import Recipe
+    from pipeline.worker import WorkerContext, process_unit
+
+    def move_id(d):
+        vocab = d["model"]["vocab"]
+        vocab[max(vocab, key=vocab.get)] = 70_000  # the last merge's token, common in the text below
+    path = _edit(trained["gpt2_style"], tmp_path, move_id)
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert spec.backend != "hf" and spec.max_engine_id == 70_000 and spec.vocab_size <= 1 << 16
+    assert not spec.build_encoder().fits(np.uint16) and spec.build_encoder().fits(np.uint32)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in TRAIN_TEXT) * 20)
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(corpus)}, "tokenizer": {"path": str(path)},
+                               "output": {"dir": str(tmp_path / "out")}})
+    ctx = WorkerContext(recipe, spec, tmp_path / "parts", tmp_path / "rejects")
+    with pytest.raises(PrepError, match="70000 does not fit uint16"):
+        for unit in plan_units(recipe, 1):
+            process_unit(unit, ctx)
 
 
 @settings(max_examples=150, deadline=None)
@@ -303,6 +335,10 @@ def test_boundary_ids_go_around_every_non_empty_document(docs, boundary, interle
     want = [t for d in docs if d for t in (*pre, *d, *suf)]
     assert ids.dtype == np.uint32 and ids.tolist() == want
     assert lengths.tolist() == [len(d) + len(pre) + len(suf) if d else 0 for d in docs]
+    with mock.patch.object(ptok, "INTERLEAVE_TOKENS_PER_DOC", interleave_at):  # cast while concatenating
+        narrow, narrow_lengths = enc._from_arrays([np.array(d, np.uint32) & 0xFFFF for d in docs], np.uint16)
+    assert narrow.dtype == np.uint16 and narrow.tolist() == [t & 0xFFFF for t in want]
+    assert narrow_lengths.tolist() == lengths.tolist()
 
 
 def test_worker_verification_catches_a_mismatch(trained):
