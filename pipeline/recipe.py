@@ -34,6 +34,18 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+HF_SAVED_MARKERS = ("state.json", "dataset_dict.json", "dataset_info.json")  # what save_to_disk writes
+
+
+def is_local_saved_dataset(path: str) -> bool:
+    """A local directory written by `datasets`' save_to_disk (its Arrow files are read with pyarrow
+    alone: no `import datasets` in the parent or the workers)."""
+    if is_url(path):
+        return False
+    p = Path(path[len("file://"):] if path.startswith("file://") else path).expanduser()
+    return p.is_dir() and any((p / f).exists() for f in HF_SAVED_MARKERS)
+
+
 def infer_format(path: str) -> str | None:
     p = path.lower()
     for suffix in _COMPRESSION_SUFFIXES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import datasets
 import pytest
@@ -104,3 +105,50 @@ def test_unreachable_hub_id_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(PrepError, match=r"cannot load the Hugging Face dataset 'nobody/nothing-here'"):
         hf_reader.plan(SourceConfig(path="nobody/nothing-here", format="hf"), 0, [], 1 << 20)
+
+
+def test_saved_directory_is_planned_as_datasets_would_and_read_without_it(tmp_path):
+    """A local save_to_disk directory is planned and read with pyarrow alone: the same units (row
+    ranges, sizes, Arrow files) as through load_from_disk, the same documents, and no `import
+    datasets` in the process (0.67 s of the parent's start-up on 55 MB)."""
+    import subprocess
+    import sys
+
+    from pipeline.recipe import is_local_saved_dataset
+    texts = [f"doc {i} " + "w" * (i % 97) for i in range(3000)]
+    datasets.Dataset.from_dict({"text": texts, "n": list(range(3000))}).save_to_disk(str(tmp_path / "s"), num_shards=3)
+    source = SourceConfig(path=str(tmp_path / "s"), format="hf")
+    assert is_local_saved_dataset(source.path) and not is_local_saved_dataset("s3://bucket/s")
+    assert not is_local_saved_dataset(str(tmp_path))
+    units = hf_reader.plan(source, 0, [source.path], 8192)
+    ds = datasets.load_from_disk(source.path)
+    old = hf_reader._row_ranges(0, source.path, len(ds), int(ds.data.nbytes), 8192, hf_reader._arrow_files(ds, source))
+    assert len(units) > 3 and units == old and [u.paths for u in units] == [u.paths for u in old]
+    assert read_all(source, 8192)[1] == texts
+    script = ("import sys; from pipeline.readers import hf, BadRecords; from pipeline.recipe import SourceConfig\n"
+              f"s = SourceConfig(path={source.path!r}, format='hf')\n"
+              "units = hf.plan(s, 0, [s.path], 8192)\n"
+              "n = sum(len(b.texts) for u in units for b in hf.iter_batches(u, s, BadRecords(u, 'skip'), 64))\n"
+              "print(n, 'datasets' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["3000", "False"]
+
+
+def test_saved_directory_fast_path_keeps_errors_and_falls_back(tmp_path):
+    ds = datasets.Dataset.from_dict({"text": ["a", "b", "c"]})
+    ds.save_to_disk(str(tmp_path / "s"))
+    with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*; it has 'text'"):
+        hf_reader.plan(SourceConfig(path=str(tmp_path / "s"), format="hf", text_field="body"), 0, [], 1 << 16)
+    # a state.json this reader does not know: load_from_disk reads the directory, as before
+    state = json.loads((tmp_path / "s" / "state.json").read_text())
+    (tmp_path / "s" / "state.json").write_text(json.dumps({**state, "_data_files": []}))
+    assert hf_reader._saved_arrow(SourceConfig(path=str(tmp_path / "s"), format="hf")) is None
+    # an Arrow file gone after planning: the unit fails naming the dataset
+    (tmp_path / "s" / "state.json").write_text(json.dumps(state))
+    source = SourceConfig(path=str(tmp_path / "s"), format="hf")
+    units = hf_reader.plan(source, 0, [], 1 << 16)
+    for f in units[0].paths:
+        Path(f).unlink()
+    hf_reader._CACHE.clear()
+    with pytest.raises(PrepError, match="cannot read its Arrow files"):
+        list(hf_reader.iter_batches(units[0], source, BadRecords(units[0], "skip"), 8))
