@@ -47,11 +47,21 @@ def hf_threads(workers: int) -> int:
     return max(1, 2 * cores // max(1, workers))
 
 
+def _workers_import_datasets(source) -> bool:
+    """Whether workers read `source` through `datasets`: streamed shards, a split slice (a view), a
+    remote saved directory. Workers memory-map the Arrow files of a local saved directory or of a
+    prepared hub/builder dataset with pyarrow (pipeline.readers.hf)."""
+    from pipeline.recipe import is_url
+    if source.resolved_format() != "hf":
+        return False
+    return bool(source.streaming) or "[" in (source.split or "") or is_url(source.path)
+
+
 def warm_forkserver(recipe=None) -> None:
-    """Start the forkserver (and its imports) in the background. Idempotent. With a `recipe` that
-    reads a Hugging Face dataset through `datasets` (not a local save_to_disk directory, which
-    workers memory-map with pyarrow), the forkserver imports `datasets` too (0.74 s per process
-    here), once, instead of each worker after its fork.
+    """Start the forkserver (and its imports) in the background. Idempotent. With a `recipe` whose
+    workers read a Hugging Face dataset through `datasets` (`_workers_import_datasets`), the
+    forkserver imports `datasets` too (0.74 s per process here), once, instead of each worker after
+    its fork.
 
     Started while the parent loads and proves the tokenizer: on 55 MB with 2 workers, 5 interleaved
     runs each, 1.87 s -> 1.68 s end to end; started at CLI entry instead of after the parent's own
@@ -59,9 +69,7 @@ def warm_forkserver(recipe=None) -> None:
     ctx = pool_context()
     if ctx.get_start_method() != "forkserver":
         return
-    from pipeline.recipe import is_local_saved_dataset
-    hf = recipe is not None and any(src.resolved_format() == "hf" and not is_local_saved_dataset(src.path)
-                                    for src in recipe.sources)
+    hf = recipe is not None and any(_workers_import_datasets(src) for src in recipe.sources)
     # modules that fail to import are skipped by the forkserver
     ctx.set_forkserver_preload(PRELOAD + (["datasets"] if hf else []))
     from multiprocessing import forkserver

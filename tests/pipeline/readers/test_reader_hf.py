@@ -152,3 +152,18 @@ def test_saved_directory_fast_path_keeps_errors_and_falls_back(tmp_path):
     hf_reader._CACHE.clear()
     with pytest.raises(PrepError, match="cannot read its Arrow files"):
         list(hf_reader.iter_batches(units[0], source, BadRecords(units[0], "skip"), 8))
+
+
+def test_forkserver_preloads_datasets_only_where_workers_use_it(tmp_path):
+    from pipeline.pool import _workers_import_datasets
+    datasets.Dataset.from_dict({"text": ["a"]}).save_to_disk(str(tmp_path / "s"))
+    uses = {
+        "saved directory": SourceConfig(path=str(tmp_path / "s"), format="hf"),
+        "prepared builder": SourceConfig(path="json", format="hf", data_files=["x.jsonl"]),
+        "streamed": SourceConfig(path="json", format="hf", data_files=["x.jsonl"], streaming=True),
+        "split slice": SourceConfig(path="json", format="hf", data_files=["x.jsonl"], split="train[:10%]"),
+        "remote saved directory": SourceConfig(path="s3://bucket/saved", format="hf"),
+        "jsonl": SourceConfig(path="x.jsonl"),
+    }
+    assert {k for k, s in uses.items() if _workers_import_datasets(s)} == {"streamed", "split slice",
+                                                                           "remote saved directory"}
