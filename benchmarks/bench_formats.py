@@ -227,8 +227,8 @@ def write_report(rows, args, texts) -> None:
         "- the reader column reads a compressed file's windows while one spooling thread writes them (as a "
         "run does), so it counts decompression once.",
         "- the end-to-end column includes process start and a pool start (forkserver, tokenizer load per "
-        "worker); for `hf` every worker also imports `datasets` and, when streaming, resolves the dataset "
-        "again (~2-4 s per worker).",
+        "worker); a saved HF dataset is planned and read with pyarrow alone (no `import datasets`), a "
+        "streamed one needs `datasets` in the parent (resolving it, seconds) and in the forkserver.",
         "- text (file per doc) opens one file per document; its reader column is open()/read() bound.",
         "",
     ]
