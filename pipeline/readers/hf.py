@@ -165,14 +165,13 @@ def _arrow_files(ds, source: SourceConfig) -> tuple[str, ...]:
     """The Arrow files that hold exactly the dataset's rows in order, when they do: workers then open
     them directly (memory-mapped), with no hub request and no second download of a remote saved
     dataset. Empty when the dataset is a view (a split slice like train[:10%], an indices mapping)."""
-    import datasets
     if "[" in (source.split or "") or getattr(ds, "_indices", None) is not None or not ds.cache_files:
         return ()
     if is_url(source.path):  # a remote saved dataset is copied to a temporary directory: not stable
         return ()              # across a resume, so each worker loads (downloads) it itself
     files = tuple(f["filename"] for f in ds.cache_files)
     try:
-        if sum(len(datasets.Dataset.from_file(f)) for f in files) != len(ds):
+        if _open_arrow(files).num_rows != len(ds):
             return ()
     except Exception:
         return ()
