@@ -34,6 +34,10 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+def local_path(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
 HF_SAVED_MARKERS = ("state.json", "dataset_dict.json", "dataset_info.json")  # what save_to_disk writes
 
 
@@ -42,7 +46,7 @@ def is_local_saved_dataset(path: str) -> bool:
     alone: no `import datasets` in the parent or the workers)."""
     if is_url(path):
         return False
-    p = Path(path[len("file://"):] if path.startswith("file://") else path).expanduser()
+    p = Path(local_path(path)).expanduser()
     return p.is_dir() and any((p / f).exists() for f in HF_SAVED_MARKERS)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from pipeline.crc import crc32
 from pipeline.errors import PrepError
-from pipeline.recipe import is_url
+from pipeline.recipe import is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
            "REJECT_PREVIEW_CHARS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
@@ -130,10 +130,6 @@ def compression_of(path: str) -> str | None:
     if p.endswith((".zst", ".zstd")):
         return "zstd"
     return None
-
-
-def local_path(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
 
 
 # file sizes seen while planning (readers.plan_units): unit_bytes auto plans twice, and a directory of
