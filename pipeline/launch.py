@@ -101,11 +101,24 @@ def _exit_now(code: int) -> None:
     """End the process at once. Everything a run writes is closed, synced and renamed before
     tokenize returns (shards, indexes, journal, manifest; the pool is shut down and the deleting
     thread joined), so only the standard streams need flushing. The forkserver ends when this
-    process's end closes its pipe, as on any exit."""
+    process's end closes its pipe, as on any exit. multiprocessing's exit handler would have removed
+    its scratch directory (`$TMPDIR/pymp-*`, holding the forkserver's socket): done here, or every
+    run leaves one behind."""
     import os
+    _remove_mp_scratch()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said there
             pass
     os._exit(code)
+
+
+def _remove_mp_scratch() -> None:
+    """The directory multiprocessing.util.get_temp_dir made in this process, if it made one (kept in
+    the process's private `_config`, where get_temp_dir looks for it: asking get_temp_dir would make one)."""
+    import shutil
+    from multiprocessing import process
+    scratch = getattr(process.current_process(), "_config", {}).get("tempdir")
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -84,8 +84,10 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     code = ("import sys; from pipeline.launch import console; "  # the console script's entry: os._exit at the end
             f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']; console()")
     trace = tmp_path / "trace.jsonl"  # and PREP_TRACE: a timeline from the parent and each worker
+    scratch = tmp_path / "tmp"  # where multiprocessing makes its directory (the forkserver's socket)
+    scratch.mkdir()
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PREP_TRACE": str(trace)})
+                         env={**os.environ, "PREP_TRACE": str(trace), "TMPDIR": str(scratch)})
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out" / "manifest.json").exists()
     assert "units in" in run.stdout
@@ -111,6 +113,8 @@ def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     forkserver = {e["pid"] for e in by_ev("imported")} - parent
     assert forkserver and "train" in run.stdout
     assert _all_gone(workers | forkserver)
+    # os._exit skips multiprocessing's exit handlers: its pymp-* directory must not be left behind
+    assert list(scratch.iterdir()) == []
 
 
 def _all_gone(pids: set[int], wait_s: float = 30.0) -> bool:
