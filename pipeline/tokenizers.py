@@ -75,8 +75,9 @@ class TokenizerSpec:
     eos_id: int | None
     backend_reason: str = ""   # one line for the CLI when auto could not use a fast engine
     backend_version: str = ""  # e.g. "tiktoken 0.14.0"
-    # what the fast engine is built from, prepared once in the parent: gigatoken's tokenizer.json, or
-    # tiktoken's fast_bpe.ByteLevelBPE (ranks); None: derived from `definition` in each worker
+    # what the fast engine is built from, prepared once in the parent: gigatoken's tokenizer.json or
+    # fast_bpe.GigatokenRanks, or tiktoken's fast_bpe.ByteLevelBPE (ranks); None: derived from
+    # `definition` in each worker
     engine_data: object = field(default=None, repr=False, compare=False)
     # code points whose Unicode class the fast engine sees otherwise than tokenizers (inclusive ranges,
     # unicode_gaps.probe): documents holding one are encoded by tokenizers itself
@@ -281,7 +282,7 @@ def _build_fast(spec: TokenizerSpec) -> Callable[[str], np.ndarray]:
     from pipeline import fast_bpe
     data = spec.engine_data
     if spec.backend == "gigatoken":
-        prepared = isinstance(data, str)
+        prepared = isinstance(data, (str, fast_bpe.GigatokenRanks))
         return fast_bpe.build_gigatoken(data if prepared else spec.definition, prepared=prepared,
                                         cache_bytes=GIGATOKEN_CACHE_BYTES)
     if not isinstance(data, fast_bpe.ByteLevelBPE):
@@ -408,8 +409,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         if engine == "gigatoken" and not fast_bpe.gigatoken_available():
             continue  # optional: pip install gigatoken
         try:
-            if engine == "gigatoken":
-                data = fast_bpe.gigatoken_definition(d)
+            if engine == "gigatoken":  # from ranks where it can (half the build time), else the tokenizer.json
+                data = fast_bpe.gigatoken_ranks(d, tok) or fast_bpe.gigatoken_definition(d)
                 encode = fast_bpe.build_gigatoken(data, prepared=True)
             else:
                 data, why = fast_bpe.analyze(d, tok)

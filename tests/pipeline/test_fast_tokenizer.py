@@ -36,6 +36,8 @@ TRAIN_TEXT = [
     "Whitespace   runs\t\tand\n\n\nnewlines    end here.  ",
 ] * 40
 ENGINES = [e for e in fast_bpe.ENGINES if e != "gigatoken" or fast_bpe.gigatoken_available()]
+if fast_bpe.gigatoken_available():  # gigatoken built from ranks (fast_bpe.GigatokenRanks), where it can be
+    ENGINES.append("gigatoken-ranks")
 
 
 def _train(pre_tokenizer, normalizer=None, vocab_size=700) -> str:
@@ -51,6 +53,17 @@ def _train(pre_tokenizer, normalizer=None, vocab_size=700) -> str:
     return tok.to_str()
 
 
+def _specials_last(definition: str) -> str:
+    """The trainer gives the special tokens the first ids; GPT-2 has its one last (dense ranks 0..n-1)."""
+    d = json.loads(definition)
+    special = {t["content"] for t in d["added_tokens"]}
+    order = sorted(d["model"]["vocab"].items(), key=lambda kv: (kv[0] in special, kv[1]))
+    d["model"]["vocab"] = {token: i for i, (token, _) in enumerate(order)}
+    for t in d["added_tokens"]:
+        t["id"] = d["model"]["vocab"][t["content"]]
+    return json.dumps(d)
+
+
 def _split_byte_level(pattern: str):
     return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -62,11 +75,12 @@ def trained(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, pre, norm in (
         ("gpt2_style", pre_tokenizers.ByteLevel(add_prefix_space=False), None),
+        ("gpt2_specials_last", pre_tokenizers.ByteLevel(add_prefix_space=False), None),
         ("llama3_style", _split_byte_level(LLAMA3_PATTERN), None),
         ("qwen2_style", _split_byte_level(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")), normalizers.NFC()),
     ):
         p = d / f"{name}.json"
-        p.write_text(_train(pre, norm))
+        p.write_text(_specials_last(_train(pre, norm)) if name == "gpt2_specials_last" else _train(pre, norm))
         out[name] = p
     return out
 
@@ -80,6 +94,11 @@ def _hf(path: Path) -> Tokenizer:
 def _engine(engine: str, definition: str):
     if engine == "gigatoken":
         return fast_bpe.build_gigatoken(definition)
+    if engine == "gigatoken-ranks":
+        ranks = fast_bpe.gigatoken_ranks(json.loads(definition))
+        if ranks is None:
+            raise RuntimeError("gigatoken is built from this tokenizer.json, not from ranks")
+        return fast_bpe.build_gigatoken(ranks)
     bpe, why = fast_bpe.analyze(definition)
     assert bpe is not None, why
     return fast_bpe.build_tiktoken(bpe)
@@ -107,7 +126,7 @@ def test_torture_sample_identical(trained, engine):
         try:
             encode = _engine(engine, definition)
         except RuntimeError as e:  # gigatoken has no fast pre-tokenizer for some regexes: auto skips it
-            assert engine == "gigatoken", e
+            assert engine.startswith("gigatoken"), e
             continue
         tok = _hf(path)
         special = [t.content for t in tok.get_added_tokens_decoder().values()]
@@ -152,7 +171,7 @@ def engines_under_test(trained):
                 tok = _hf(path)
                 out.append((f"{name}/{engine}", tok, _routed(tok, _engine(engine, path.read_text()))))
             except RuntimeError:
-                assert engine == "gigatoken"
+                assert engine.startswith("gigatoken")
     assert len(out) >= 3
     return out
 
@@ -209,6 +228,31 @@ def test_auto_picks_a_fast_engine(trained, name):
     spec = load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="tiktoken"))
     assert spec.backend == "tiktoken" and spec.backend_reason == ""
     assert load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="hf")).backend == "hf"
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
+    """GPT-2's ByteLevel regex and dense ids: gigatoken's from_tiktoken with its "gpt2" pre-tokenizer
+    (half the build time), proven like the tokenizer.json path; another regex, a normalizer, special
+    tokens first in the vocabulary, or merges tiktoken cannot follow: the tokenizer.json path."""
+    path = trained["gpt2_specials_last"]
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert spec.backend == "gigatoken" and isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
+    assert spec.engine_data.scheme == "gpt2"
+    tok = _hf(path)
+    sample = fast_bpe.torture_sample(["<|endoftext|>", "<|im_start|>"])
+    from_json = _engine("gigatoken", path.read_text())
+    from_ranks = spec.build_encoder()._encode_one
+    assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
+    _assert_same(tok, from_ranks, sample)
+    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # specials first; a Split regex; NFC too
+        spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
+        assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
+    # merges out of rank order: tiktoken-style ranks would merge otherwise than the merges list
+    reversed_merges = _edit(path, tmp_path, lambda d: d["model"]["merges"].reverse())
+    assert fast_bpe.gigatoken_ranks(json.loads(reversed_merges.read_text())) is None
+    spec = load_tokenizer(TokenizerConfig(path=str(reversed_merges)))
+    assert not isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
 
 
 def _edit(path: Path, tmp_path: Path, fn) -> Path:
