@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Union
 
-import yaml
-
 from pipeline.errors import PrepError, closest
 
 __all__ = ["SourceConfig", "TokenizerConfig", "OutputConfig", "Recipe", "apply_overrides", "FORMATS",
@@ -240,6 +238,7 @@ class Recipe:
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, overrides: list[str] = ()) -> Recipe:
+        import yaml  # here, not at module level: workers (and the forkserver) never read YAML (17 ms)
         path = Path(path)
         if not path.is_file():
             raise PrepError(f"--recipe: {path} does not exist")
@@ -391,6 +390,7 @@ def _describe(tp) -> str:
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Apply `--set key.sub=value` (value parsed as YAML) to the raw recipe mapping."""
+    import yaml
     data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
     for item in overrides or ():
         if "=" not in item:
