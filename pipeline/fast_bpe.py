@@ -290,14 +290,26 @@ def gigatoken_ranks(d: dict, hf_tokenizer=None) -> GigatokenRanks | None:
 
 
 def _gigatoken_from_ranks(ranks: GigatokenRanks):
-    """gigatoken reads ranks only from a file: written to a temporary one (~0.7 MB for GPT-2, ~1 ms)."""
+    """gigatoken reads ranks only from a file (~0.7 MB for GPT-2): on Linux an anonymous in-memory
+    one (memfd), so a full or read-only TMPDIR cannot fail a worker's start; elsewhere a temporary file."""
     import gigatoken
+
+    def build(path: str):  # special_tokens None: special-token strings stay plain text (prep's policy)
+        return gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=ranks.scheme, special_tokens=None)
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("prep-ranks")
+        try:
+            view = memoryview(ranks.rank_lines)
+            while view:
+                view = view[os.write(fd, view):]
+            return build(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
     fd, path = tempfile.mkstemp(suffix=".tiktoken", prefix="prep-ranks-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(ranks.rank_lines)
-        # special_tokens None: special-token strings stay plain text (prep's policy)
-        return gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=ranks.scheme, special_tokens=None)
+        return build(path)
     finally:
         os.unlink(path)
 

@@ -9,6 +9,8 @@ and Qwen 2 style (that + an NFC normalizer).
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -253,6 +255,17 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
     assert fast_bpe.gigatoken_ranks(json.loads(reversed_merges.read_text())) is None
     spec = load_tokenizer(TokenizerConfig(path=str(reversed_merges)))
     assert not isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available() or not hasattr(os, "memfd_create"),
+                    reason="gigatoken not installed, or no memfd (not Linux)")
+def test_gigatoken_from_ranks_needs_no_writable_tmpdir(trained, tmp_path, monkeypatch):
+    """Each worker builds its engine from the ranks: a full or missing TMPDIR must not fail it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-dir"))
+    path = trained["gpt2_specials_last"]
+    encode = fast_bpe.build_gigatoken(fast_bpe.gigatoken_ranks(json.loads(path.read_text())))
+    _assert_same(_hf(path), encode, TRAIN_TEXT[:20])
+    assert not (tmp_path / "no-such-dir").exists()
 
 
 def _edit(path: Path, tmp_path: Path, fn) -> Path:
