@@ -405,25 +405,34 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     want = [e.ids for e in tok.encode_batch_fast(sample, add_special_tokens=False)]
     engines = fast_bpe.ENGINES if cfg.backend == "auto" else ("tiktoken",)
     failures = []
-    for engine in engines:
-        if engine == "gigatoken" and not fast_bpe.gigatoken_available():
-            continue  # optional: pip install gigatoken
-        try:
-            if engine == "gigatoken":  # from ranks where it can (half the build time), else the tokenizer.json
-                data = fast_bpe.gigatoken_ranks(d, tok) or fast_bpe.gigatoken_definition(d)
-                encode = fast_bpe.build_gigatoken(data, prepared=True)
+
+    def candidates():
+        """(engine, label, what it is built from), fastest first."""
+        for engine in engines:
+            if engine == "gigatoken":
+                if not fast_bpe.gigatoken_available():
+                    continue  # optional: pip install gigatoken
+                ranks = fast_bpe.gigatoken_ranks(d, tok)  # half the build time of the tokenizer.json
+                if ranks is not None:
+                    yield engine, "gigatoken from ranks", ranks
+                yield engine, engine, fast_bpe.gigatoken_definition(d)
             else:
                 data, why = fast_bpe.analyze(d, tok)
                 if data is None:
                     failures.append(f"tiktoken cannot run it: {why}")
                     continue
-                encode = fast_bpe.build_tiktoken(data)
+                yield engine, engine, data
+
+    for engine, label, data in candidates():
+        try:
+            encode = (fast_bpe.build_gigatoken(data, prepared=True) if engine == "gigatoken"
+                      else fast_bpe.build_tiktoken(data))
             found = fast_bpe.first_mismatch(want, [encode(t) for t in sample])
         except Exception as e:  # gigatoken: no fast pre-tokenizer for this regex; anything else: not proven
-            failures.append(f"{engine} could not load it ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
+            failures.append(f"{label} could not load it ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
             continue
         if found is not None:
-            failures.append(f"{engine} gave other ids on {fast_bpe.describe_mismatch(sample, found)}")
+            failures.append(f"{label} gave other ids on {fast_bpe.describe_mismatch(sample, found)}")
             continue
         note = f"tokenizer backend {engine}; " + "; ".join(failures) if failures else ""
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],

@@ -257,6 +257,18 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
     assert not isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
 
 
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_gigatoken_falls_back_to_the_tokenizer_json_not_to_a_slower_engine(trained, monkeypatch):
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")  # prove it again
+
+    def refuse(ranks):
+        raise RuntimeError("ranks must be dense")
+    monkeypatch.setattr(fast_bpe, "_gigatoken_from_ranks", refuse)
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_specials_last"])))
+    assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
+    assert "gigatoken from ranks could not load it (RuntimeError: ranks must be dense)" in spec.backend_reason
+
+
 @pytest.mark.skipif(not fast_bpe.gigatoken_available() or not hasattr(os, "memfd_create"),
                     reason="gigatoken not installed, or no memfd (not Linux)")
 def test_gigatoken_from_ranks_needs_no_writable_tmpdir(trained, tmp_path, monkeypatch):
