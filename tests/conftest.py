@@ -16,17 +16,30 @@ DEMO_CORPUS = REPO / "recipes" / "demo" / "corpus.jsonl"
 GPT2_DIR = REPO.parent / "shared" / "assets" / "gpt2"
 
 
+def _session_env(name: str, value: str):
+    """Set an environment variable (inherited by the `prep` subprocesses) for the whole session."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    yield
+    if old is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = old
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_tokenizer_cache(tmp_path_factory):
     """Proven tokenizers are cached across runs (pipeline/tokenizer_cache.py): keep the suite's in a
-    directory of its own (inherited by the `prep` subprocesses), not in ~/.cache."""
-    old = os.environ.get("PREP_CACHE_DIR")
-    os.environ["PREP_CACHE_DIR"] = str(tmp_path_factory.mktemp("prep-cache"))
-    yield
-    if old is None:
-        os.environ.pop("PREP_CACHE_DIR", None)
-    else:
-        os.environ["PREP_CACHE_DIR"] = old
+    directory of its own, not in ~/.cache."""
+    yield from _session_env("PREP_CACHE_DIR", str(tmp_path_factory.mktemp("prep-cache")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_tmpdir(tmp_path_factory):
+    """The fault tests SIGKILL `prep` runs, which leaves their multiprocessing scratch directory
+    (pymp-*, the forkserver's socket) behind, as it would any killed Python program: keep those in
+    pytest's own temporary tree (it keeps the last three sessions'), not in /tmp (a dozen per run of the suite)."""
+    yield from _session_env("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
 
 
 @pytest.fixture
