@@ -29,8 +29,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
 GPT2_JSON = Path("/work/shared/assets/gpt2/tokenizer.json")
-LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_PATTERN = fast_bpe.LLAMA3_PATTERN
 TRAIN_TEXT = [
     "The quick brown fox jumps over the lazy dog. Don't panic; it's only 42 tokens, isn't it?",
     "def tokenize(text):\n    return [ord(c) for c in text]  # 1234567890\n\n",
@@ -79,10 +78,11 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         ("gpt2_style", pre_tokenizers.ByteLevel(add_prefix_space=False), None),
         ("gpt2_specials_last", pre_tokenizers.ByteLevel(add_prefix_space=False), None),
         ("llama3_style", _split_byte_level(LLAMA3_PATTERN), None),
+        ("llama3_specials_last", _split_byte_level(LLAMA3_PATTERN), None),
         ("qwen2_style", _split_byte_level(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")), normalizers.NFC()),
     ):
         p = d / f"{name}.json"
-        p.write_text(_specials_last(_train(pre, norm)) if name == "gpt2_specials_last" else _train(pre, norm))
+        p.write_text(_specials_last(_train(pre, norm)) if name.endswith("_specials_last") else _train(pre, norm))
         out[name] = p
     return out
 
@@ -247,7 +247,7 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
     from_ranks = spec.build_encoder()._encode_one
     assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
     _assert_same(tok, from_ranks, sample)
-    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # specials first; a Split regex; NFC too
+    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # specials first; qwen2_style: NFC too
         spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
         assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
     # merges out of rank order: tiktoken-style ranks would merge otherwise than the merges list
@@ -255,6 +255,30 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
     assert fast_bpe.gigatoken_ranks(json.loads(reversed_merges.read_text())) is None
     spec = load_tokenizer(TokenizerConfig(path=str(reversed_merges)))
     assert not isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+@pytest.mark.parametrize("regex, scheme", [
+    (LLAMA3_PATTERN, "olmo3"),
+    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"), "qwen2"),            # Qwen 2
+    (LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"), "gpt4"),      # a cl100k conversion
+    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), None),          # unknown: the tokenizer.json path
+])
+def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, regex, scheme):
+    path = tmp_path / "split.json"
+    path.write_text(_specials_last(_train(_split_byte_level(regex))))
+    ranks = fast_bpe.gigatoken_ranks(json.loads(path.read_text()))
+    assert (ranks and ranks.scheme) == scheme
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    sample = fast_bpe.torture_sample(["<|endoftext|>", "<|im_start|>"]) + TRAIN_TEXT[:10]
+    if scheme is None:  # gigatoken has no pre-tokenizer for it: auto takes the next engine
+        assert spec.backend == "tiktoken"
+        return
+    assert spec.backend == "gigatoken" and spec.engine_data == ranks
+    from_ranks = spec.build_encoder()._encode_one
+    _assert_same(_hf(path), from_ranks, sample)
+    from_json = _engine("gigatoken", path.read_text())
+    assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
