@@ -264,6 +264,7 @@ class GigatokenRanks:
 
     scheme: str                                           # gigatoken's name for the regex ("gpt2")
     rank_lines: bytes = field(compare=False, repr=False)  # b"<base64 of the token's bytes> <id>\n" per token
+    normalizer: str | None = None                         # None or "NFC" (applied here, as for tiktoken)
 
 
 # Llama 3's Split regex as its tokenizer.json writes it (Olmo 2/3 use the same; Qwen 2's has \p{N}
@@ -283,10 +284,11 @@ _GIGATOKEN_SCHEMES = {
 
 def gigatoken_ranks(d: dict, hf_tokenizer=None) -> GigatokenRanks | None:
     """Ranks for gigatoken when the tokenizer is a tiktoken-equivalent byte-level BPE (`analyze`,
-    which checks that every token's merges rebuild it: 0.1-0.2 s, once per proof) with dense ids, a
-    regex in `_GIGATOKEN_SCHEMES` and no normalizer; else None (build from the tokenizer.json)."""
+    which checks that every token's merges rebuild it, and that any normalizer is NFC: 0.1-0.2 s, once
+    per proof) with dense ids and a regex in `_GIGATOKEN_SCHEMES`; else None (build from the
+    tokenizer.json)."""
     found, _ = check_structure(d)
-    if found is None or found[1] is not None or found[0] not in _GIGATOKEN_SCHEMES:
+    if found is None or found[0] not in _GIGATOKEN_SCHEMES:
         return None
     bpe, _ = analyze(d, hf_tokenizer)
     if bpe is None:
@@ -295,7 +297,7 @@ def gigatoken_ranks(d: dict, hf_tokenizer=None) -> GigatokenRanks | None:
     if min(ids) != 0 or max(ids) != len(ids) - 1:  # gigatoken takes dense ranks only: not a vocabulary
         return None                                  # with its special tokens first (GPT-2's are last)
     lines = b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in bpe.mergeable_ranks.items())
-    return GigatokenRanks(_GIGATOKEN_SCHEMES[bpe.pat_str], lines)
+    return GigatokenRanks(_GIGATOKEN_SCHEMES[bpe.pat_str], lines, bpe.normalizer)
 
 
 def _gigatoken_from_ranks(ranks: GigatokenRanks):
@@ -349,7 +351,9 @@ def build_gigatoken(definition: str | GigatokenRanks, prepared: bool = False, ca
     # ~0.3 us per document (0.1 s per 324 K short documents). Whatever is called is what the proof
     # and the first-documents check run, so a changed backend cannot slip through unproven.
     backend = getattr(tok, "_backend", None)
-    return backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
+    encode = backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
+    # from ranks gigatoken knows no normalizer (from a tokenizer.json it applies NFC itself)
+    return _nfc(encode) if isinstance(definition, GigatokenRanks) and definition.normalizer == "NFC" else encode
 
 
 # -- proof ----------------------------------------------------------------------------------------

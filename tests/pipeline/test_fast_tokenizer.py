@@ -233,10 +233,10 @@ def test_auto_picks_a_fast_engine(trained, name):
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
-def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
+def test_gigatoken_is_built_from_ranks_where_ids_are_dense(trained, tmp_path):
     """GPT-2's ByteLevel regex and dense ids: gigatoken's from_tiktoken with its "gpt2" pre-tokenizer
-    (half the build time), proven like the tokenizer.json path; another regex, a normalizer, special
-    tokens first in the vocabulary, or merges tiktoken cannot follow: the tokenizer.json path."""
+    (half the build time), proven like the tokenizer.json path; special tokens first in the
+    vocabulary, or merges tiktoken cannot follow: the tokenizer.json path (other regexes: the next test)."""
     path = trained["gpt2_specials_last"]
     spec = load_tokenizer(TokenizerConfig(path=str(path)))
     assert spec.backend == "gigatoken" and isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
@@ -247,7 +247,7 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
     from_ranks = spec.build_encoder()._encode_one
     assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
     _assert_same(tok, from_ranks, sample)
-    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # specials first; qwen2_style: NFC too
+    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # all three have their specials first
         spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
         assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
     # merges out of rank order: tiktoken-style ranks would merge otherwise than the merges list
@@ -258,17 +258,17 @@ def test_gigatoken_is_built_from_ranks_only_for_gpt2s_regex(trained, tmp_path):
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
-@pytest.mark.parametrize("regex, scheme", [
-    (LLAMA3_PATTERN, "olmo3"),
-    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"), "qwen2"),            # Qwen 2
-    (LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"), "gpt4"),      # a cl100k conversion
-    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), None),          # unknown: the tokenizer.json path
+@pytest.mark.parametrize("regex, normalizer, scheme", [
+    (LLAMA3_PATTERN, None, "olmo3"),
+    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"), "NFC", "qwen2"),        # Qwen 2, with its NFC
+    (LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"), None, "gpt4"),   # a cl100k conversion
+    (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), None, None),       # unknown: the tokenizer.json path
 ])
-def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, regex, scheme):
+def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, regex, normalizer, scheme):
     path = tmp_path / "split.json"
-    path.write_text(_specials_last(_train(_split_byte_level(regex))))
+    path.write_text(_specials_last(_train(_split_byte_level(regex), normalizers.NFC() if normalizer else None)))
     ranks = fast_bpe.gigatoken_ranks(json.loads(path.read_text()))
-    assert (ranks and ranks.scheme) == scheme
+    assert (ranks and (ranks.scheme, ranks.normalizer)) == (scheme and (scheme, normalizer))
     spec = load_tokenizer(TokenizerConfig(path=str(path)))
     sample = fast_bpe.torture_sample(["<|endoftext|>", "<|im_start|>"]) + TRAIN_TEXT[:10]
     if scheme is None:  # gigatoken has no pre-tokenizer for it: auto takes the next engine
