@@ -89,7 +89,7 @@ def summarize(lines: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         raise SystemExit("usage: python -m pipeline.trace FILE  (written by PREP_TRACE=FILE prep tokenize ...)")
     with open(sys.argv[1]) as f:
         print("\n".join(summarize(f.readlines())))
