@@ -89,7 +89,11 @@ def summarize(lines: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
-        raise SystemExit("usage: python -m pipeline.trace FILE  (written by PREP_TRACE=FILE prep tokenize ...)")
+    usage = "usage: python -m pipeline.trace FILE  (written by PREP_TRACE=FILE prep tokenize ...)"
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(usage)
+        sys.exit(0)
+    if len(sys.argv) != 2:
+        raise SystemExit(usage)
     with open(sys.argv[1]) as f:
         print("\n".join(summarize(f.readlines())))
