@@ -27,6 +27,7 @@ tiktoken encoding prep builds from the same GPT-2 tokenizer.json (the same BPE, 
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import gzip
 import hashlib
@@ -387,24 +388,18 @@ def run_megatron(corpus: str, tokenizer: str, workers: int, out: str) -> dict:
     return {}
 
 
-_compiled = False
-
-
+@functools.cache
 def byte_compile_prep() -> None:
     """Write the .pyc files of the `pipeline` package that `prep` runs, as `pip install` does. From
     an editable or source checkout with PYTHONDONTWRITEBYTECODE=1 set (this VM sets it globally),
     every `prep` process would compile prep's ~20 modules from source instead: 57 ms of CPU in each
     of the parent and the forkserver (cProfile, 2-core VM), a start-up cost no installed copy pays.
     Python still reads .pyc files under that variable; only writing them is off."""
-    global _compiled
-    if _compiled:
-        return
     import compileall
-    import importlib.util
-    spec = importlib.util.find_spec("pipeline")
-    for where in (spec.submodule_search_locations or []) if spec else []:
+
+    import pipeline
+    for where in pipeline.__path__:
         compileall.compile_dir(where, quiet=1)
-    _compiled = True
 
 
 def prep_command(corpus: str, tokenizer: str, workers: int, out: str, variant: str) -> list[str]:
