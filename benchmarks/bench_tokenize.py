@@ -599,13 +599,12 @@ def main() -> None:
     if args.scale > 1 and scaled:  # peak RSS must not grow with the corpus; steady-state throughput
         big = scaled_corpus(args.corpus, args.scale, args.tmp)
         for name in scaled:
+            row = f"{name} x{args.scale}"
             for _ in range(args.repeat):  # best of --repeat, as the 1x rows: one run is at the VM's mercy
                 r = timed(name, args, corpus=big)
                 shutil.rmtree(r["out"], ignore_errors=True)
-                results[f"{name} x{args.scale}"] = _merge(results.get(f"{name} x{args.scale}"),
-                                                          {**r, "scale": args.scale})
-                print(f"  {name} x{args.scale}: {r['wall']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB",
-                      flush=True)
+                results[row] = _merge(results.get(row), {**r, "scale": args.scale})
+                print(f"  {row}: {r['wall']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB", flush=True)
         os.unlink(big)
     kind = "tokenize_paragraphs" if args.paragraphs else "tokenize"  # never over the long-document report
     path = args.report or str(ROOT / "benchmarks" / "results" /
