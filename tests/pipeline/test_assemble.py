@@ -135,6 +135,32 @@ def test_the_copy_falls_back_to_write_when_the_kernel_will_not_copy(tmp_path, mo
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_parts_hashed_a_page_at_a_time_and_dropped_keep_their_bytes(tmp_path, monkeypatch, kernel_copy):
+    """Parts of many pages, hashed HASH_STEP bytes at a time with each step's pages dropped from the
+    mapping (madvise) while the copy (kernel, or write(2) from the same mapping) runs beside: the
+    shard holds every byte, in order, and its recorded sha256 is theirs."""
+    import mmap
+
+    from pipeline import assemble
+    monkeypatch.setattr(assemble, "HASH_STEP", mmap.PAGESIZE)
+    monkeypatch.setattr(assemble, "COPY_BLOCK", 3 * mmap.PAGESIZE)
+    if not kernel_copy:
+        monkeypatch.setattr("os.copy_file_range", lambda *a: 0, raising=False)
+    parts, docs = _write_parts(tmp_path / "parts", [[9000, 1, 7000], [12_345], [1, 2, 3], [20_000, 4097]], seed=5)
+    out = tmp_path / "out"
+    out.mkdir()
+    asm = ShardAssembler(tmp_path / "parts" / "train", out, np.uint16, 1 << 20)
+    for p in parts:
+        asm.add(p)
+    (info,) = asm.close()
+    want = np.concatenate([ids for ids, _ in docs]).tobytes()
+    data = (out / "shard-000000.bin").read_bytes()
+    assert len(want) > 20 * mmap.PAGESIZE
+    assert data == want
+    assert info.sha256 == hashlib.sha256(want).hexdigest()
+
+
 @pytest.mark.skipif(not hasattr(os, "copy_file_range"), reason="no copy_file_range here (not Linux)")
 def test_a_short_kernel_copy_is_continued(tmp_path, monkeypatch):
     """copy_file_range may copy less than asked: the rest follows, in order."""
