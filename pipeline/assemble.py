@@ -47,8 +47,11 @@ __all__ = ["ShardAssembler", "PartStream", "group_parts", "usable_placed", "COPY
 
 COPY_BLOCK = 8 << 20
 HASH_STEP = 1 << 20  # bytes of a mapped part hashed, then dropped from the parent's RSS (see _mapped)
-SYNC_EVERY = 64 << 20  # fdatasync the shard being built every 64 MiB: spreads the disk writes over
-# the run, so the fsync after the last unit flushes at most 64 MiB instead of the whole shard
+# fdatasync the shard being built every 8 MiB (on a helper thread, one at a time): spreads the disk
+# writes over the run, so the sync after the last unit flushes little. fdatasync here: 36 MiB 57 ms,
+# 8 MiB 16 ms. 55 MB on 2 workers (one 35 MB shard), last unit -> shard placed: 0.095-0.110 s with
+# 64 MiB, 0.031-0.053 s with 8 (interleaved medians 1.21 -> 1.10 s, 8 pairs); 460 MB: the same.
+SYNC_EVERY = 8 << 20
 
 
 def group_parts(parts: list[dict], shard_tokens: int) -> list[list[dict]]:
