@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import pickle
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -155,13 +157,14 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             if spooler is not None:
                 spooler.done(index)
             feed.advance()
+        join_pool = None
         try:
             feed.advance()  # units journaled by an interrupted run
             with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console) as progress:
                 if workers == 1:
                     _run_inline(todo, ctx, state, results, progress, after)
                 else:
-                    _run_pool(todo, ctx, state, results, progress, workers, spec_path, after)
+                    join_pool = _run_pool(todo, ctx, state, results, progress, workers, spec_path, after)
             trace.event("units_done")
             placed = stream.finish() if stream is not None else None
             trace.event("placed")
@@ -172,6 +175,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         finally:
             if spooler is not None:
                 spooler.close()
+            if join_pool is not None:
+                join_pool()
         failed = [r for r in results.values() if r["status"] != "ok"]
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
@@ -295,7 +300,11 @@ def _run_inline(todo, ctx, state, results, progress, after=lambda index: None) -
         _accept(unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
 
 
-def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after) -> None:
+def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after
+              ) -> Callable[[], None]:
+    """Run `todo` on `workers` processes; returns the pool's join, for the caller to call once the
+    last shard is placed: the workers exit (sentinels, process joins: 9-18 ms on 2 workers) while
+    the parent places it, instead of before."""
     mp_ctx = pool_context()
     queue = mp_ctx.Queue()
     pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
@@ -352,7 +361,8 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
             proc.kill()  # don't wait for units in flight: they are redone on resume
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    pool.shutdown(wait=False)
+    return functools.partial(pool.shutdown, wait=True)
 
 
 def _spooler(units, todo, state: RunState, recipe: Recipe, workers: int):

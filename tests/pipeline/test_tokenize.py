@@ -57,6 +57,17 @@ def test_round_trip_every_document_in_order(tmp_path, demo_tokenizer, workers):
     assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
 
 
+def test_the_workers_have_exited_when_tokenize_returns(tmp_path, demo_tokenizer):
+    """The pool is shut down without waiting once the last unit is in, so its workers exit while the
+    last shard is placed; the run joins them before it returns: no worker outlives it."""
+    import multiprocessing
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(600))
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", 3)
+    assert read_manifest(out).splits["train"].num_docs > 0
+    assert multiprocessing.active_children() == []
+
+
 def test_val_split_partitions_documents(tmp_path, demo_tokenizer):
     texts = demo_texts()
     corpus = write_jsonl(tmp_path / "c.jsonl", texts)
