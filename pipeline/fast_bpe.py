@@ -282,15 +282,16 @@ _GIGATOKEN_SCHEMES = {
 }
 
 
-def gigatoken_ranks(d: dict, hf_tokenizer=None) -> GigatokenRanks | None:
+def gigatoken_ranks(d: dict, hf_tokenizer=None, analysis=None) -> GigatokenRanks | None:
     """Ranks for gigatoken when the tokenizer is a tiktoken-equivalent byte-level BPE (`analyze`,
     which checks that every token's merges rebuild it, and that any normalizer is NFC: 0.1-0.2 s, once
     per proof) with dense ids and a regex in `_GIGATOKEN_SCHEMES`; else None (build from the
-    tokenizer.json)."""
+    tokenizer.json). `analysis`: a callable giving `analyze(d, hf_tokenizer)`'s result, for a caller
+    that may need it again (the proof's tiktoken candidate) and should not pay for it twice."""
     found, _ = check_structure(d)
     if found is None or found[0] not in _GIGATOKEN_SCHEMES:
         return None
-    bpe, _ = analyze(d, hf_tokenizer)
+    bpe, _ = analysis() if analysis is not None else analyze(d, hf_tokenizer)
     if bpe is None:
         return None
     ids = bpe.mergeable_ranks.values()  # distinct (analyze checked)

@@ -23,6 +23,7 @@ The parent's part of the proof is cached across runs (`tokenizer_cache.py`); the
 from __future__ import annotations
 
 import array
+import functools
 import hashlib
 import json
 import os
@@ -405,6 +406,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     want = [e.ids for e in tok.encode_batch_fast(sample, add_special_tokens=False)]
     engines = fast_bpe.ENGINES if cfg.backend == "auto" else ("tiktoken",)
     failures = []
+    analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
     def candidates():
         """(engine, label, what it is built from), fastest first."""
@@ -412,12 +414,12 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
             if engine == "gigatoken":
                 if not fast_bpe.gigatoken_available():
                     continue  # optional: pip install gigatoken
-                ranks = fast_bpe.gigatoken_ranks(d, tok)  # half the build time of the tokenizer.json
+                ranks = fast_bpe.gigatoken_ranks(d, tok, analysis)  # half the build time of the tokenizer.json
                 if ranks is not None:
                     yield engine, "gigatoken from ranks", ranks
                 yield engine, engine, fast_bpe.gigatoken_definition(d)
             else:
-                data, why = fast_bpe.analyze(d, tok)
+                data, why = analysis()
                 if data is None:
                     failures.append(f"tiktoken cannot run it: {why}")
                     continue
