@@ -40,8 +40,10 @@ from pipeline.recipe import TokenizerConfig
 __all__ = ["TokenizerSpec", "Encoder", "load_tokenizer", "FastPathMismatch", "VERIFY_CHARS"]
 
 VERIFY_CHARS = 64 << 10  # characters of the run's first documents also encoded by `tokenizers` (~0.15 s)
-# gigatoken caches every distinct pre-token it has seen: +15 MiB over this 55 MB English corpus, far
-# more on diverse text, and 0.10 has no bound (later versions: set_max_cache_bytes, used when there).
+# gigatoken caches every distinct pre-token it has seen (a hash table that grows by doubling): one
+# engine over half of the 55 MB docs corpus +26 MiB, over all of it +35 MiB; over 55 MB whose words are
+# all new (the docs with letters rotated) +58 MiB. 0.10 has no bound (later versions:
+# set_max_cache_bytes, used when there).
 # Rebuild the engine when the worker's resident memory has grown by this much since it was built
 # (~0.2 s per rebuild, and a cold cache: ~2x slower for a while).
 GIGATOKEN_CACHE_BYTES = 64 << 20
@@ -246,8 +248,15 @@ class Encoder:
                 "engine.")
 
     def _rebuild(self) -> None:
-        """Drop gigatoken's pre-token cache (the only way with 0.10) by building a fresh engine."""
+        """Drop gigatoken's pre-token cache (the only way with 0.10) by building a fresh engine.
+
+        The old engine's heap goes back to the OS before the new limit is taken: freed but kept by
+        malloc, it held the RSS up, so each rebuild let the next cache grow by another
+        GIGATOKEN_CACHE_BYTES on top of it. One process on 30 units (250 MB) of new text, with a 24
+        MiB bound: the limit climbed 124 -> 136 -> 152 MiB over 2 rebuilds; trimmed first, it stays
+        at 130-137 MiB over 5 (an old engine dropped and trimmed: 41-68 -> 5-6 MiB above the first)."""
         self._encode_one = None
+        _release_memory()
         self._encode_one = _build_fast(self.spec)
         self._rss_limit = _rss_bytes() + GIGATOKEN_CACHE_BYTES
         self.num_rebuilds += 1

@@ -477,6 +477,24 @@ def test_gigatoken_cache_guard_rebuilds(trained, monkeypatch):
     np.testing.assert_array_equal(first[0], second[0])
 
 
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_gigatoken_cache_guard_returns_the_old_engine_before_building(trained, monkeypatch):
+    """The limit after a rebuild is taken from the RSS once the old engine's heap is back with the
+    OS: taken over the freed-but-kept heap, each rebuild raised the bound by another
+    GIGATOKEN_CACHE_BYTES (a worker on 230 MB of new text: 124 -> 136 -> 152 MiB)."""
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    enc = spec.build_encoder()
+    events = []
+    real_build = ptok._build_fast
+    monkeypatch.setattr(ptok, "_release_memory", lambda: events.append(("trim", enc._encode_one)))
+    monkeypatch.setattr(ptok, "_build_fast", lambda s: events.append(("build", None)) or real_build(s))
+    monkeypatch.setattr(ptok, "_rss_bytes", lambda: 100 << 20)
+    enc._rebuild()
+    assert events == [("trim", None), ("build", None)]  # the old engine unreferenced, trimmed, then built
+    assert enc._rss_limit == (100 << 20) + ptok.GIGATOKEN_CACHE_BYTES
+    np.testing.assert_array_equal(enc.encode_batch(TRAIN_TEXT[:4])[0], spec.build_encoder().encode_batch(TRAIN_TEXT[:4])[0])
+
 # -- end to end -----------------------------------------------------------------------------------
 def _corpus(path: Path, n: int = 300) -> None:
     rng = np.random.default_rng(0)
