@@ -7,9 +7,10 @@ loads the tokenizer: the two then overlap on separate cores.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
-import threading
+import sys
 
 __all__ = ["pool_context", "warm_forkserver", "worker_environment", "hf_threads", "PRELOAD"]
 
@@ -73,4 +74,37 @@ def warm_forkserver(recipe=None) -> None:
     # modules that fail to import are skipped by the forkserver
     ctx.set_forkserver_preload(PRELOAD + (["datasets"] if hf else []))
     from multiprocessing import forkserver
-    threading.Thread(target=forkserver.ensure_running, name="prep-forkserver", daemon=True).start()
+    with _parent_path_for_children():  # spawning it (and the resource tracker) takes ~8 ms
+        forkserver.ensure_running()
+
+
+def _forkserver_gets_parent_path() -> bool:
+    """CPython hands the forkserver the parent's sys.path since 3.12.8 and 3.13.1 (gh-117378)."""
+    v = sys.version_info
+    return v >= (3, 13, 1) or (3, 12, 8) <= v < (3, 13)
+
+
+@contextlib.contextmanager
+def _parent_path_for_children():
+    """Before that fix the forkserver, started as `python -c`, searched the working directory first
+    and never the parent's path: from a project with a `pipeline/` (or `numpy.py`, ...) of its own,
+    prep's workers imported the user's module in place of prep's and died. Here the children spawned
+    inside get the parent's sys.path ('' as the absolute working directory, as spawn does) through
+    PYTHONPATH, and PYTHONSAFEPATH keeps `-c` from putting the working directory ahead of it (3.11+;
+    on 3.10 the working directory still comes first). Set only while spawning, in this thread: the
+    variables are put back before anything else runs here."""
+    if _forkserver_gets_parent_path():
+        yield
+        return
+    cwd = os.path.abspath(os.getcwd())
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(cwd if p == "" else p for p in sys.path)
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

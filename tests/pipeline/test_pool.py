@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from pipeline import pool
+from tests.conftest import DEMO_CORPUS, REPO, write_recipe
 
 
 @pytest.mark.parametrize("cores,workers,threads", [(2, 2, 2), (16, 16, 2), (16, 4, 8), (2, 8, 1), (1, 1, 2)])
@@ -43,3 +48,38 @@ def test_forkserver_preload_is_what_a_worker_runs_and_no_more():
     out = subprocess.run([sys.executable, "-c", code, *[m for m in pool.PRELOAD if m != "__main__"]],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is 3.11+: on 3.10 the working directory comes first")
+def test_a_pipeline_package_in_the_working_directory_does_not_replace_prep(tmp_path, demo_tokenizer):
+    """CPython before 3.12.8 starts the forkserver as `python -c` with the working directory first on
+    its path and without the parent's (gh-117378): run from a project holding its own `pipeline/`,
+    the forkserver imported that package and died, and the run failed with EOFError."""
+    project = tmp_path / "project"
+    (project / "pipeline").mkdir(parents=True)
+    (project / "pipeline" / "__init__.py").write_text("raise RuntimeError('the project pipeline package')\n")
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          num_workers=2)
+    launcher = tmp_path / "bin" / "prep_entry.py"  # like the console script: its own directory first on sys.path
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom pipeline.launch import main\nif __name__ == '__main__':\n"
+                        f"    sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']\n"
+                        "    main()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env["PYTHONPATH"] = str(REPO)  # prep from this checkout, as the test run imports it; never the project's
+    run = subprocess.run([sys.executable, str(launcher)], cwd=project, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "out" / "manifest.json").exists()
+    assert "project pipeline package" not in run.stderr
+
+
+def test_the_spawn_environment_is_put_back(monkeypatch):
+    monkeypatch.setattr(pool, "_forkserver_gets_parent_path", lambda: False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    monkeypatch.setattr(pool.sys, "path", ["", "/a", "/b"])
+    with pool._parent_path_for_children():
+        assert os.environ["PYTHONPATH"].split(os.pathsep) == [os.path.abspath(os.getcwd()), "/a", "/b"]
+        assert os.environ["PYTHONSAFEPATH"] == "1"
+    assert os.environ["PYTHONPATH"] == "/elsewhere" and "PYTHONSAFEPATH" not in os.environ
