@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 
 __all__ = ["cache_dir", "spec_key", "load", "store"]
@@ -34,14 +35,40 @@ def cache_dir() -> Path | None:
 
 
 def _versions() -> list[str]:
-    from importlib.metadata import PackageNotFoundError, version
-    out = []
-    for name in _ENGINES:
+    """'name version' of each engine, as importlib.metadata.version gives it ('name -' if missing)."""
+    found = _installed_versions(_ENGINES)
+    missing = [name for name in _ENGINES if name not in found]
+    if missing:  # an egg-info install, or none: ask importlib.metadata
+        from importlib.metadata import PackageNotFoundError, version
+        for name in missing:
+            try:
+                found[name] = version(name)
+            except PackageNotFoundError:
+                found[name] = "-"
+    return [f"{name} {found[name]}" for name in _ENGINES]
+
+
+def _installed_versions(names) -> dict[str, str]:
+    """Versions from the `<name>-<version>.dist-info` directories on sys.path, the first one of each
+    name in path order (where importlib.metadata finds it too). Listing the path's directories takes
+    ~1 ms; `import importlib.metadata` takes 25-40 ms in a fresh parent (email, zipfile, csv, ...), on
+    every run's way to its first unit."""
+    wanted = {n.replace("-", "_").lower(): n for n in names}
+    found: dict[str, str] = {}
+    for entry in sys.path:
         try:
-            out.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            out.append(f"{name} -")
-    return out
+            with os.scandir(entry or ".") as listing:
+                for d in listing:
+                    if d.name.endswith(".dist-info"):
+                        name, _, version = d.name[: -len(".dist-info")].partition("-")
+                        key = wanted.get(name.lower())
+                        if key is not None and version and key not in found:
+                            found[key] = version
+        except OSError:  # a zip, a missing directory
+            continue
+        if len(found) == len(wanted):
+            break
+    return found
 
 
 def spec_key(definition_sha: str, settings: dict) -> str:

@@ -109,3 +109,32 @@ def test_a_cached_spec_of_another_definition_is_not_trusted(demo_tokenizer, tmp_
     again = load_tokenizer(TokenizerConfig(path=str(path)))
     assert again.sha256 != "0" * 64 and again.backend == spec.backend
     assert ptok.TokenizerSpec is type(again)
+
+
+def test_engine_versions_are_importlib_metadata_s():
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pipeline import tokenizer_cache
+
+    def meta(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "-"
+    assert tokenizer_cache._versions() == [f"{n} {meta(n)}" for n in tokenizer_cache._ENGINES]
+
+
+def test_engine_versions_come_from_the_first_dist_info_on_the_path(tmp_path, monkeypatch):
+    from pipeline import tokenizer_cache
+    first, second = tmp_path / "a", tmp_path / "b"
+    for d, names in ((first, ["Tokenizers-9.1.dist-info", "unrelated-1.0.dist-info"]),
+                     (second, ["tokenizers-0.1.dist-info", "gigatoken-2.0rc1.dist-info", "tiktoken-3.dist-info"])):
+        for name in names:
+            (d / name).mkdir(parents=True)
+    (tmp_path / "plain.zip").write_bytes(b"")
+    monkeypatch.setattr(tokenizer_cache.sys, "path", [str(tmp_path / "plain.zip"), str(tmp_path / "none"), str(first),
+                                                      str(second)])
+    assert tokenizer_cache._versions() == ["tokenizers 9.1", "gigatoken 2.0rc1", "tiktoken 3"]
+    # one not found as a dist-info: importlib.metadata answers for it ("-": not installed at all)
+    monkeypatch.setattr(tokenizer_cache, "_ENGINES", ("tokenizers", "no-such-engine-anywhere"))
+    assert tokenizer_cache._versions() == ["tokenizers 9.1", "no-such-engine-anywhere -"]
