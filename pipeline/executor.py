@@ -317,7 +317,10 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     def submit_next() -> None:
         unit = next(queue_iter, None)
         if unit is not None:
-            pending[pool.submit(run_unit, unit)] = unit
+            try:  # the pool starts its workers here, each forked by the forkserver
+                pending[pool.submit(run_unit, unit)] = unit
+            except (EOFError, ConnectionError):  # the forkserver is gone: multiprocessing says only "EOF"
+                raise PrepError(_FORKSERVER_DIED) from None
 
     def drain() -> None:
         while True:
@@ -363,6 +366,14 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         raise
     pool.shutdown(wait=False)
     return functools.partial(pool.shutdown, wait=True)
+
+
+_FORKSERVER_DIED = (
+    "the worker processes could not be started: multiprocessing's forkserver, the process that imports "
+    "numpy, orjson, tokenizers, gigatoken and prep once and forks every worker from itself, has exited "
+    "(its own error, if it printed one, is above). Usually one of those imports fails there: a broken "
+    "install, or a module of that name on PYTHONPATH. --num-workers 1 runs the units in this process "
+    "instead, where such an import fails with its own message")
 
 
 def _spooler(units, todo, state: RunState, recipe: Recipe, workers: int):

@@ -83,3 +83,22 @@ def test_the_spawn_environment_is_put_back(monkeypatch):
         assert os.environ["PYTHONPATH"].split(os.pathsep) == [os.path.abspath(os.getcwd()), "/a", "/b"]
         assert os.environ["PYTHONSAFEPATH"] == "1"
     assert os.environ["PYTHONPATH"] == "/elsewhere" and "PYTHONSAFEPATH" not in os.environ
+
+
+def test_a_forkserver_that_dies_on_an_import_is_reported_by_name(tmp_path, demo_tokenizer):
+    """multiprocessing reports a forkserver that died while importing its preload list as a bare
+    `EOFError: unexpected EOF` from deep inside ProcessPoolExecutor.submit."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "gigatoken.py").write_text("raise RuntimeError('a broken gigatoken install')\n")
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          num_workers=2, tokenizer__backend="hf")  # hf: the parent never imports gigatoken
+    code = ("import sys\nfrom pipeline.launch import main\n"
+            f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']\nmain()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), str(REPO)]), "PREP_CACHE_DIR": "off"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 1
+    assert "a broken gigatoken install" in run.stderr  # the forkserver's own traceback
+    assert "error: the worker processes could not be started: multiprocessing's forkserver" in run.stderr
+    assert "EOFError" not in run.stderr
