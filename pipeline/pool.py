@@ -98,7 +98,8 @@ def _parent_path_for_children():
         return
     cwd = os.path.abspath(os.getcwd())
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(cwd if p == "" else p for p in sys.path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(cwd if p == "" else os.fsdecode(p) for p in sys.path
+                                               if isinstance(p, (str, bytes, os.PathLike)))
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
         yield

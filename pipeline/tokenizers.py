@@ -45,7 +45,9 @@ VERIFY_CHARS = 64 << 10  # characters of the run's first documents also encoded 
 # all new (the docs with letters rotated) +58 MiB. 0.10 has no bound (later versions:
 # set_max_cache_bytes, used when there).
 # Rebuild the engine when the worker's resident memory has grown by this much since it was built
-# (~0.2 s per rebuild, and a cold cache: ~2x slower for a while).
+# (~0.06 s per rebuild from ranks, and a cold cache: ~2x slower for a while). Against 24 MiB, end to
+# end on 2 workers: 8 copies of the docs corpus with all-new words peak at 362-378 against 328-333 MiB,
+# but run 3.79 against 4.77 s (repeated copies: 2.97 against 3.24 s); profile report, session 14.
 GIGATOKEN_CACHE_BYTES = 64 << 20
 
 # Boundary ids go in by interleaving arrays for np.concatenate at or above this mean document length
