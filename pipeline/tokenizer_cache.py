@@ -20,7 +20,7 @@ import pickle
 import sys
 from pathlib import Path
 
-__all__ = ["cache_dir", "spec_key", "load", "store"]
+__all__ = ["cache_dir", "spec_key", "load", "store", "versions"]
 
 _CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py")  # the proof's code is part of the key
 _ENGINES = ("tokenizers", "gigatoken", "tiktoken")
@@ -36,16 +36,22 @@ def cache_dir() -> Path | None:
 
 def _versions() -> list[str]:
     """'name version' of each engine, as importlib.metadata.version gives it ('name -' if missing)."""
-    found = _installed_versions(_ENGINES)
-    missing = [name for name in _ENGINES if name not in found]
+    found = versions(_ENGINES)
+    return [f"{name} {found[name] or '-'}" for name in _ENGINES]
+
+
+def versions(names) -> dict[str, str | None]:
+    """Each package's installed version (None: not installed), as importlib.metadata.version gives it."""
+    found: dict[str, str | None] = dict(_installed_versions(names))
+    missing = [name for name in names if name not in found]
     if missing:  # an egg-info install, or none: ask importlib.metadata
         from importlib.metadata import PackageNotFoundError, version
         for name in missing:
             try:
                 found[name] = version(name)
             except PackageNotFoundError:
-                found[name] = "-"
-    return [f"{name} {found[name]}" for name in _ENGINES]
+                found[name] = None
+    return found
 
 
 def _installed_versions(names) -> dict[str, str]:

@@ -456,11 +456,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
 
 
 def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return f"{package} {version(package)}"
-    except PackageNotFoundError:
-        return package
+    found = tokenizer_cache.versions([package])[package]
+    return f"{package} {found}" if found else package
 
 
 def _config_tokens(folder: Path | None) -> dict:
