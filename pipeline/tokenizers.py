@@ -411,7 +411,11 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     import orjson
     d = orjson.loads(spec.definition)
     found, why = fast_bpe.check_structure(d)
-    if found is None:
+    # a SentencePiece-style BPE (Llama 2, Mistral 7B v0.1): only gigatoken's SentencePiece engine runs it
+    sentencepiece = found is None and bool((d.get("model") or {}).get("byte_fallback"))
+    if sentencepiece:
+        why = _sentencepiece_refusal(d, cfg)
+    if why:
         return unavailable(f"no fast engine gives the same ids, because {why}")
     sample = fast_bpe.torture_sample(special)
     want = [e.ids for e in tok.encode_batch_fast(sample, add_special_tokens=False)]
@@ -421,6 +425,9 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
 
     def candidates():
         """(engine, label, what it is built from), fastest first."""
+        if sentencepiece:
+            yield "gigatoken", "gigatoken (SentencePiece)", fast_bpe.gigatoken_definition(d)
+            return
         for engine in engines:
             if engine == "gigatoken":
                 if not fast_bpe.gigatoken_available():
@@ -453,6 +460,17 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
                        engine_data=data, unicode_gaps=gaps, max_engine_id=max(d["model"]["vocab"].values()))
     return unavailable("; ".join(failures))
+
+
+def _sentencepiece_refusal(d: dict, cfg: TokenizerConfig) -> str:
+    """Why a SentencePiece-style BPE cannot run on gigatoken here ("" when it may, subject to the proof)."""
+    from pipeline import fast_bpe
+    _, why = fast_bpe.sentencepiece_structure(d)
+    if not why and cfg.backend == "tiktoken":
+        why = "it is a SentencePiece-style BPE (byte_fallback), which tiktoken cannot run"
+    elif not why and not fast_bpe.gigatoken_available():
+        why = "it is a SentencePiece-style BPE (byte_fallback), which only gigatoken runs (pip install gigatoken)"
+    return why
 
 
 def _version(package: str) -> str:

@@ -54,6 +54,29 @@ def _train(pre_tokenizer, normalizer=None, vocab_size=700) -> str:
     return tok.to_str()
 
 
+def _train_sentencepiece(metaspace: bool, vocab_size=600) -> str:
+    """A SentencePiece BPE as converted to tokenizer.json: byte fallback to <0xNN> tokens (ids 3-258
+    after <unk> <s> </s>, Llama 2's layout) and "▁" for spaces, through Llama 2's Prepend + Replace
+    normalizer or a Metaspace pre-tokenizer (newer conversions)."""
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    if metaspace:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True)
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=["<unk>", "<s>", "</s>"])
+    tok.train_from_iterator(TRAIN_TEXT, trainer)
+    d = json.loads(tok.to_str())
+    learned = [t for t, _ in sorted(d["model"]["vocab"].items(), key=lambda kv: kv[1]) if t not in ("<unk>", "<s>", "</s>")]
+    order = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *learned]
+    d["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    for t in d["added_tokens"]:
+        t["id"] = d["model"]["vocab"][t["content"]]
+    return json.dumps(d)
+
+
+SENTENCEPIECE = ("llama2_style", "metaspace_style")  # only gigatoken runs these
+
+
 def _specials_last(definition: str) -> str:
     """The trainer gives the special tokens the first ids; GPT-2 has its one last (dense ranks 0..n-1)."""
     d = json.loads(definition)
@@ -84,6 +107,9 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         p = d / f"{name}.json"
         p.write_text(_specials_last(_train(pre, norm)) if name.endswith("_specials_last") else _train(pre, norm))
         out[name] = p
+    for name in SENTENCEPIECE:
+        out[name] = d / f"{name}.json"
+        out[name].write_text(_train_sentencepiece(metaspace=name.startswith("metaspace")))
     return out
 
 
@@ -102,7 +128,8 @@ def _engine(engine: str, definition: str):
             raise RuntimeError("gigatoken is built from this tokenizer.json, not from ranks")
         return fast_bpe.build_gigatoken(ranks)
     bpe, why = fast_bpe.analyze(definition)
-    assert bpe is not None, why
+    if bpe is None:
+        raise RuntimeError(f"tiktoken cannot run it: {why}")
     return fast_bpe.build_tiktoken(bpe)
 
 
@@ -111,6 +138,15 @@ def _assert_same(tok: Tokenizer, encode, texts: list[str]) -> None:
     found = fast_bpe.first_mismatch(want, [encode(t) for t in texts])
     assert found is None, fast_bpe.describe_mismatch(texts, found)
     assert sum(map(len, want)) > 0 or not any(texts)  # not vacuous
+
+
+def _may_refuse(name: str, engine: str) -> bool:
+    """Whether `engine` may not load tokenizer `name`: tiktoken runs byte-level BPEs only, gigatoken
+    from ranks only some of those, gigatoken from a tokenizer.json has pre-tokenizers for the known
+    regex families and must run every SentencePiece-style one here."""
+    if name in SENTENCEPIECE:
+        return engine != "gigatoken"
+    return engine.startswith("gigatoken")
 
 
 def _tokenizer_files(trained) -> list[tuple[str, Path]]:
@@ -128,7 +164,7 @@ def test_torture_sample_identical(trained, engine):
         try:
             encode = _engine(engine, definition)
         except RuntimeError as e:  # gigatoken has no fast pre-tokenizer for some regexes: auto skips it
-            assert engine.startswith("gigatoken"), e
+            assert _may_refuse(_name, engine), e
             continue
         tok = _hf(path)
         special = [t.content for t in tok.get_added_tokens_decoder().values()]
@@ -172,8 +208,8 @@ def engines_under_test(trained):
             try:
                 tok = _hf(path)
                 out.append((f"{name}/{engine}", tok, _routed(tok, _engine(engine, path.read_text()))))
-            except RuntimeError:
-                assert engine.startswith("gigatoken")
+            except RuntimeError as e:
+                assert _may_refuse(name, engine), e
     assert len(out) >= 3
     return out
 
@@ -230,6 +266,42 @@ def test_auto_picks_a_fast_engine(trained, name):
     spec = load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="tiktoken"))
     assert spec.backend == "tiktoken" and spec.backend_reason == ""
     assert load_tokenizer(TokenizerConfig(path=str(trained[name]), backend="hf")).backend == "hf"
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+@pytest.mark.parametrize("name", SENTENCEPIECE)
+def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
+    """Llama 2 / Mistral 7B v0.1 layouts (byte fallback, "▁" spaces): tiktoken cannot run them,
+    gigatoken's SentencePiece engine is proved like the byte-level ones and used by auto."""
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")
+    path = trained[name]
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert (spec.backend, spec.backend_reason) == ("gigatoken", "")
+    assert isinstance(spec.engine_data, str) and (spec.bos_id, spec.eos_id) == (1, 2)
+    texts = ["Hello there, Zürich! 日本語 😀 x", "  leading and trailing  ", "", "<s> and </s> stay text", "\n\n1234"]
+    ids, lengths = spec.build_encoder().encode_batch(texts)
+    tok = _hf(path)
+    want = [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
+    assert ids.tolist() == [i for w in want if w for i in (*w, 2)] and lengths.tolist() == [len(w) + bool(w) for w in want]
+    assert any(3 <= i <= 258 for i in ids.tolist())  # byte fallback ran (H, Z, ü are not in the vocabulary)
+    with pytest.raises(PrepError, match="SentencePiece-style BPE .* tiktoken cannot run"):
+        load_tokenizer(TokenizerConfig(path=str(path), backend="tiktoken"))
+    monkeypatch.setattr(fast_bpe, "gigatoken_available", lambda: False)
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert spec.backend == "hf" and "only gigatoken runs" in spec.backend_reason
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
+    (lambda d: d["normalizer"]["normalizers"].insert(0, {"type": "NFKC"}), "NFKC normalizer"),
+    (lambda d: d.update(pre_tokenizer={"type": "Digits", "individual_digits": True}), "Digits pre-tokenizer"),
+    (lambda d: d["model"].update(dropout=0.1), "dropout"),
+    (lambda d: d["added_tokens"].append({"id": 3, "content": "<0x00>", "single_word": False, "lstrip": False,
+                                         "rstrip": False, "normalized": False, "special": False}), "not special"),
+])
+def test_sentencepiece_style_outside_what_was_proved_falls_back_to_hf(trained, tmp_path, change, reason):
+    spec = load_tokenizer(TokenizerConfig(path=str(_edit(trained["llama2_style"], tmp_path, change))))
+    assert spec.backend == "hf" and reason in spec.backend_reason
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
@@ -506,7 +578,7 @@ def _corpus(path: Path, n: int = 300) -> None:
             f.write(json.dumps({"text": "".join(parts) if i % 50 else ""}) + "\n")
 
 
-@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "gpt2"])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "gpt2"])
 def test_prep_tokenize_auto_and_hf_are_byte_identical(trained, tmp_path, name):
     from typer.testing import CliRunner
 
