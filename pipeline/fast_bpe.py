@@ -20,7 +20,7 @@ a third of the time (GPT-2: 0.055 against 0.11 s per worker; a 128K vocabulary: 
 The engine is then *proved*: `first_mismatch()` compares it with HF on `torture_sample()` in the
 parent, and on the run's first documents in the worker that encodes them (`Encoder` in tokenizers.py).
 
-SentencePiece-style BPEs converted to tokenizer.json (Llama 2, Mistral 7B v0.1, Gemma layouts: byte
+SentencePiece-style BPEs converted to tokenizer.json (Llama 2 and Mistral 7B v0.1 layouts: byte
 fallback to <0xNN> tokens, "▁" for spaces through a Prepend/Replace normalizer or a Metaspace
 pre-tokenizer) are not byte-level, so tiktoken cannot run them; gigatoken's SentencePiece engine
 loads them from the tokenizer.json (`sentencepiece_structure()` checks what it needs) and is proved
