@@ -184,6 +184,14 @@ _unicode = st.text(st.characters(codec="utf-8"), max_size=120)
 _mixed = st.lists(st.one_of(_unicode, st.sampled_from([" ", "  ", "\n", "\n\n", "\t", "'s", "'LL", "123", "<|endoftext|>",
                                                        "don't", " the", "ー", "e\u0301", "😀", "\u00a0"])),
                   max_size=12).map("".join)
+# words and whitespace in turn: the pre-tokenizers' edge cases (contractions after letters, digit runs,
+# spaces before newlines, NBSP, U+2028, U+3000, "▁" itself), which random code points rarely line up
+_words = st.lists(st.tuples(
+    st.one_of(st.text(min_size=1, max_size=8),
+              st.sampled_from(["'s", "'S", "'ll", "'LL", "'ve", "don't", "123", "4567", "３４", "é", "e\u0301", "😀",
+                               "<|endoftext|>", "<s>", "\u2581", "\u2581\u2581x", "ǅ", "ß", "<0x41>"])),
+    st.text(st.sampled_from(list(" \t\n\r\x0b\x0c\u00a0\u2028\u3000\u200b\u0085")), max_size=6)),
+    max_size=12).map(lambda pairs: "".join(w + s for w, s in pairs))
 
 
 def _routed(tok: Tokenizer, encode):
@@ -251,7 +259,7 @@ def test_gap_router_checks_each_string_width():
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(texts=st.lists(st.one_of(_unicode, _mixed), min_size=1, max_size=8))
+@given(texts=st.lists(st.one_of(_unicode, _mixed, _words), min_size=1, max_size=8))
 def test_random_unicode_identical(engines_under_test, texts):
     for _label, tok, encode in engines_under_test:
         _assert_same(tok, encode, texts)
