@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_engines import throughput  # noqa: E402
 from bench_tokenize import DEFAULT_CORPUS, load_texts, machine_label, prep_command  # noqa: E402
 
 SPECIALS = ("<unk>", "<s>", "</s>")
@@ -69,21 +70,13 @@ def engines(definition: str):
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), (lambda t: giga(t).tolist())
 
 
-def one_core(encode, texts: list[str], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for t in texts:
-            encode(t)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def prep_run(corpus: str, tokenizer: str, workers: int, backend: str, tmp: str) -> tuple[float, dict]:
     import subprocess
     out = tempfile.mkdtemp(prefix=f"sp_{backend}_", dir=tmp)
     cmd = prep_command(corpus, tokenizer, workers, out, backend)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    # bench_engines pins RAYON_NUM_THREADS=1 for its one-core rows; prep sets its workers' own
+    env = {k: v for k, v in os.environ.items() if k not in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")}
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
            "PREP_CACHE_DIR": os.path.join(tmp, "prep-cache")}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -122,8 +115,8 @@ def main() -> None:
             if hf(t) != giga(t):
                 raise SystemExit(f"document {i}: gigatoken's ids differ from tokenizers'; nothing timed")
         print(f"ids: identical on all {len(texts)} documents", flush=True)
-        rates = {name: nbytes / one_core(fn, texts, args.repeat) / 1e6 for name, fn in (("tokenizers", hf),
-                                                                                       ("gigatoken", giga))}
+        rates = {name: throughput(fn, texts, nbytes / 1e6, args.repeat) for name, fn in (("tokenizers", hf),
+                                                                                        ("gigatoken", giga))}
         print("one core, MB/s:", {k: round(v, 2) for k, v in rates.items()}, flush=True)
         for backend in ("auto", "hf"):  # untimed: fills the private proof cache
             prep_run(args.corpus, tokenizer, args.workers, backend, tmp)
