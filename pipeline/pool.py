@@ -72,10 +72,16 @@ def warm_forkserver(recipe=None) -> None:
         return
     hf = recipe is not None and any(_workers_import_datasets(src) for src in recipe.sources)
     # modules that fail to import are skipped by the forkserver
-    ctx.set_forkserver_preload(PRELOAD + (["datasets"] if hf else []))
+    ctx.set_forkserver_preload(_path_fix() + PRELOAD + (["datasets"] if hf else []))
     from multiprocessing import forkserver
     with _parent_path_for_children():  # spawning it (and the resource tracker) takes ~8 ms
         forkserver.ensure_running()
+
+
+def _path_fix() -> list[str]:
+    """On 3.10 (no PYTHONSAFEPATH), the module that takes the working directory off the forkserver's
+    path, preloaded before all others (see prep_safepath.py)."""
+    return ["prep_safepath"] if sys.version_info < (3, 11) and not _forkserver_gets_parent_path() else []
 
 
 def _forkserver_gets_parent_path() -> bool:
@@ -91,7 +97,7 @@ def _parent_path_for_children():
     prep's workers imported the user's module in place of prep's and died. Here the children spawned
     inside get the parent's sys.path ('' as the absolute working directory, as spawn does) through
     PYTHONPATH, and PYTHONSAFEPATH keeps `-c` from putting the working directory ahead of it (3.11+;
-    on 3.10 the working directory still comes first). Set only while spawning, in this thread: the
+    on 3.10 the preloaded prep_safepath module takes it off). Set only while spawning, in this thread: the
     variables are put back before anything else runs here."""
     if _forkserver_gets_parent_path():
         yield

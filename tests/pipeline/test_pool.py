@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -50,7 +51,6 @@ def test_forkserver_preload_is_what_a_worker_runs_and_no_more():
     assert out.strip() == "[]"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is 3.11+: on 3.10 the working directory comes first")
 def test_a_pipeline_package_in_the_working_directory_does_not_replace_prep(tmp_path, demo_tokenizer):
     """CPython before 3.12.8 starts the forkserver as `python -c` with the working directory first on
     its path and without the parent's (gh-117378): run from a project holding its own `pipeline/`,
@@ -72,6 +72,20 @@ def test_a_pipeline_package_in_the_working_directory_does_not_replace_prep(tmp_p
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "out" / "manifest.json").exists()
     assert "project pipeline package" not in run.stderr
+
+
+def test_python_310_preloads_the_path_fix_first(monkeypatch, tmp_path):
+    """3.10 has no PYTHONSAFEPATH: prep_safepath, preloaded before prep's own modules, takes the
+    working directory ('' from `python -c`) off the forkserver's path."""
+    monkeypatch.setattr(pool, "sys", types.SimpleNamespace(version_info=(3, 10, 13)))
+    assert pool._path_fix() == ["prep_safepath"]
+    monkeypatch.setattr(pool, "sys", types.SimpleNamespace(version_info=(3, 11, 7)))
+    assert pool._path_fix() == []
+    code = "import sys; before = '' in sys.path; import prep_safepath; print(before, '' in sys.path)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={**env, "PYTHONPATH": str(REPO)}).stdout
+    assert out.split() == ["True", "False"]
 
 
 def test_the_spawn_environment_is_put_back(monkeypatch):
