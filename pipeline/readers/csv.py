@@ -311,8 +311,26 @@ class _Lines:
         self.at_record_start = True
 
 
-def _reader(lines: _Lines, delimiter: str):
+# Python 3.10's csv module refuses a line holding NUL ("line contains NUL"; accepted from 3.11), which
+# failed the whole unit there. So on 3.10 lines go in with NUL as U+D800, which no UTF-8 decoding here
+# ("strict" or "replace") can give, and the fields come back with NUL restored: the rows 3.11 gives.
+# map() objects, unlike generators, stay usable after _TooLarge passes through them.
+_CSV_REFUSES_NUL = sys.version_info < (3, 11)
+
+
+def _reader(lines, delimiter: str):
+    if _CSV_REFUSES_NUL:
+        rows = csv.reader(map(_nul_out, lines), delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+        return map(_nul_back, rows)
     return csv.reader(lines, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+
+
+def _nul_out(line: str) -> str:
+    return line.replace("\x00", "\ud800") if "\x00" in line else line
+
+
+def _nul_back(row: list[str]) -> list[str]:
+    return [f.replace("\ud800", "\x00") if "\ud800" in f else f for f in row]
 
 
 def _raise_field_limit() -> None:
