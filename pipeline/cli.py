@@ -96,6 +96,10 @@ def bench_loader(
     and (with --step-ms) the share of a training step spent waiting for data."""
     if not (directory / "manifest.json").exists():
         raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:  # an optional dependency: `prep tokenize` needs none
+        raise PrepError("bench-loader feeds the shards to PyTorch, which is not installed here: "
+                        "pip install 'torch>=2.4' (or this package with its [torch] extra)")
     from loaders.bench import format_table, run_loader_bench  # imports torch: only for this command
 
     rows = run_loader_bench(str(directory), modes=tuple(modes), num_workers=tuple(workers), split=split,

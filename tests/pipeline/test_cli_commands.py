@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -34,8 +35,20 @@ def test_inspect_missing_dataset_is_one_line(tmp_path):
 
 
 def test_bench_loader_reports_each_mode(tmp_path, demo_tokenizer):
+    pytest.importorskip("torch")  # an optional dependency: the next test covers its absence
     out, _ = make_dataset(tmp_path, demo_tokenizer)
     result = runner.invoke(app, ["bench-loader", str(out), "--mode", "windows", "--mode", "packed",
                                  "--workers", "0", "--batch-size", "2", "--seq-len", "64", "--num-batches", "5"])
     assert result.exit_code == 0, result.output
     assert "windows" in result.output and "packed" in result.output
+
+
+def test_bench_loader_without_torch_says_how_to_install_it(tmp_path, demo_tokenizer, monkeypatch):
+    import importlib.util
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    result = runner.invoke(app, ["bench-loader", str(out)])
+    assert result.exit_code == 1
+    assert "PyTorch, which is not installed here" in result.output and "torch>=2.4" in result.output
+    assert "Traceback" not in result.output
