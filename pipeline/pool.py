@@ -81,7 +81,7 @@ def warm_forkserver(recipe=None) -> None:
 def _path_fix() -> list[str]:
     """On 3.10 (no PYTHONSAFEPATH), the module that takes the working directory off the forkserver's
     path, preloaded before all others (see prep_safepath.py)."""
-    return ["prep_safepath"] if sys.version_info < (3, 11) and not _forkserver_gets_parent_path() else []
+    return ["prep_safepath"] if sys.version_info < (3, 11) else []
 
 
 def _forkserver_gets_parent_path() -> bool:
