@@ -9,8 +9,9 @@ Qwen 2, Mistral-Nemo style) when
     multi-byte token comes from a merge, and every byte has a token;
   - a piece that is itself a token becomes that token (tiktoken looks whole pieces up first; HF does
     so with `ignore_merges`, or when every token's merges rebuild it: checked here);
-  - special tokens are plain text (prep's policy: `encode_special_tokens = True`), and no added token
-    is non-special (HF would cut those out of the text).
+  - special tokens are plain text (prep's policy: `encode_special_tokens = True`); non-special added
+    tokens (Qwen 2.5's `<tool_call>`, ...), which HF cuts out of the text, are cut out in front of the
+    engine by `added_tokens.PlainAddedTokens`, as HF does.
 `analyze()` checks all of this statically and returns a `ByteLevelBPE`, or the reason it can't.
 gigatoken follows the tokenizer.json's merges like `tokenizers` does, so it needs only the first,
 second and fifth conditions (`check_structure()`). Where the tokenizer meets them all and its regex is
@@ -177,14 +178,14 @@ def _plain_bpe(model: dict) -> str:
 
 
 def _special_tokens(d: dict) -> tuple[dict[str, int] | None, str]:
-    """The added tokens, all special (kept as plain text by prep's policy), or why not: tokenizers
-    cuts non-special added tokens out of the text, which no fast engine does."""
-    added = d.get("added_tokens") or []
-    plain = [t["content"] for t in added if not t.get("special")]
-    if plain:
-        return None, (f"it has {len(plain)} added token(s) that are not special (e.g. {plain[0]!r}); "
-                      "tokenizers cuts those out of the text")
-    return {t["content"]: int(t["id"]) for t in added}, ""
+    """The special added tokens (kept as plain text by prep's policy), or why not: the non-special
+    ones `tokenizers` cuts out of the text, which `added_tokens.PlainAddedTokens` does in front of a
+    fast engine, within limits."""
+    from pipeline import added_tokens
+    _, why = added_tokens.from_definition(d)
+    if why:
+        return None, why
+    return {t["content"]: int(t["id"]) for t in d.get("added_tokens") or [] if t.get("special")}, ""
 
 
 # What gigatoken 0.10's SentencePiece engine was proved on (every layout below, against tokenizers, on
@@ -209,9 +210,13 @@ def sentencepiece_structure(d: dict) -> tuple[dict[str, int] | None, str]:
     other = [n.get("type") for n in steps if n.get("type") not in _SENTENCEPIECE_NORMALIZERS]
     if other:
         return None, f"its SentencePiece-style BPE has a {other[0]} normalizer"
-    pre = (d.get("pre_tokenizer") or {}).get("type")
-    if pre not in _SENTENCEPIECE_PRE_TOKENIZERS:
-        return None, f"its SentencePiece-style BPE has a {pre} pre-tokenizer"
+    pre = d.get("pre_tokenizer") or {}
+    if pre.get("type") not in _SENTENCEPIECE_PRE_TOKENIZERS:
+        return None, f"its SentencePiece-style BPE has a {pre.get('type')} pre-tokenizer"
+    if pre.get("prepend_scheme") == "first" and any(not t.get("special") for t in d.get("added_tokens") or []):
+        # tokenizers prepends "▁" to the text's first piece only; the engine sees each piece alone
+        return None, ("its Metaspace pre-tokenizer prepends only to the start of the text (prepend_scheme "
+                      "first), and its non-special added tokens cut the text into pieces")
     return _special_tokens(d)
 
 
@@ -429,10 +434,14 @@ _TORTURE = (
 
 def torture_sample(special_tokens: Iterable[str] = ()) -> list[str]:
     """Edge cases for the proof: whitespace runs, digits, scripts, emoji, combining marks, recent
-    Unicode, very long pieces, and every special-token string of the tokenizer as plain text."""
+    Unicode, very long pieces, and every added token's string in text (special ones stay plain text,
+    non-special ones are cut out), alone, beside each other and cut short."""
     out = list(_TORTURE)
-    for tok in special_tokens:
-        out += [tok, f"x{tok}y", f" {tok} ", f"{tok}{tok}\n{tok}"]
+    tokens = list(special_tokens)
+    for tok in tokens:
+        out += [tok, f"x{tok}y", f" {tok} ", f"{tok}{tok}\n{tok}", f"  {tok}\n\n", f"don't{tok}'s 12{tok}345"]
+    if tokens:  # every one beside every other: where the non-special ones are cut out, and where not
+        out += ["".join(tokens), " a\n".join(tokens), "".join(t[:-1] for t in tokens), "".join(t[1:] for t in tokens)]
     return out
 
 

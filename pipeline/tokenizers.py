@@ -91,6 +91,9 @@ class TokenizerSpec:
     # engine built from it knows (added tokens are not given to it). None: not known (the hf backend,
     # a `tiktoken:<name>` encoding, a spec cached before this field), so every batch is range-checked
     max_engine_id: int | None = field(default=None, repr=False, compare=False)
+    # the non-special added tokens tokenizers cuts out of documents (Qwen 2.5's <tool_call>, ...), cut
+    # out in front of the fast engine the same way (added_tokens.PlainAddedTokens); None: none
+    plain_added: object = field(default=None, repr=False, compare=False)
 
     def manifest_dict(self) -> dict:
         return {"name": self.name, "backend": self.backend, "backend_version": self.backend_version,
@@ -295,13 +298,15 @@ def _build_fast(spec: TokenizerSpec) -> Callable[[str], np.ndarray]:
     data = spec.engine_data
     if spec.backend == "gigatoken":
         prepared = isinstance(data, (str, fast_bpe.GigatokenRanks))
-        return fast_bpe.build_gigatoken(data if prepared else spec.definition, prepared=prepared,
-                                        cache_bytes=GIGATOKEN_CACHE_BYTES)
-    if not isinstance(data, fast_bpe.ByteLevelBPE):
-        data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
-        if data is None:  # the parent checked this definition: only an edited spec gets here
-            raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
-    return fast_bpe.build_tiktoken(data)
+        encode = fast_bpe.build_gigatoken(data if prepared else spec.definition, prepared=prepared,
+                                          cache_bytes=GIGATOKEN_CACHE_BYTES)
+    else:
+        if not isinstance(data, fast_bpe.ByteLevelBPE):
+            data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
+            if data is None:  # the parent checked this definition: only an edited spec gets here
+                raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
+        encode = fast_bpe.build_tiktoken(data)
+    return spec.plain_added.wrap(encode) if spec.plain_added is not None else encode
 
 
 def _make_plain(tok) -> None:
@@ -409,7 +414,10 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         return replace(spec, backend_reason=f"tokenizer backend hf (the reference engine, slower): {why}")
 
     import orjson
+
+    from pipeline import added_tokens
     d = orjson.loads(spec.definition)
+    plain, _ = added_tokens.from_definition(d)  # its refusal comes back through the structure checks
     found, why = fast_bpe.check_structure(d)
     # a SentencePiece-style BPE (Llama 2, Mistral 7B v0.1): only gigatoken's SentencePiece engine runs it
     sentencepiece = found is None and bool((d.get("model") or {}).get("byte_fallback"))
@@ -447,6 +455,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         try:
             encode = (fast_bpe.build_gigatoken(data, prepared=True) if engine == "gigatoken"
                       else fast_bpe.build_tiktoken(data))
+            if plain is not None:  # what the workers run (_build_fast) is what is proved
+                encode = plain.wrap(encode)
             found = fast_bpe.first_mismatch(want, [encode(t) for t in sample])
         except Exception as e:  # gigatoken: no fast pre-tokenizer for this regex; anything else: not proven
             failures.append(f"{label} could not load it ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
@@ -458,7 +468,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
-                       engine_data=data, unicode_gaps=gaps, max_engine_id=max(d["model"]["vocab"].values()))
+                       engine_data=data, unicode_gaps=gaps, plain_added=plain,
+                       max_engine_id=max([*d["model"]["vocab"].values(), *(plain.ids if plain else ())]))
     return unavailable("; ".join(failures))
 
 

@@ -1,9 +1,11 @@
 """The fast tokenizer path gives exactly Hugging Face `tokenizers`' ids, or is not used.
 
 Engines under test: tiktoken built from a tokenizer.json (always) and gigatoken (when installed).
-Tokenizers: the real GPT-2 tokenizer.json (skipped when the asset is absent) and small byte-level BPEs
-trained here (always run): GPT-2 style (ByteLevel regex), Llama 3 style (Split regex + ByteLevel),
-and Qwen 2 style (that + an NFC normalizer).
+Tokenizers: the real GPT-2 tokenizer.json (skipped when the asset is absent) and small BPEs trained
+here (always run): GPT-2 style (ByteLevel regex), Llama 3 style (Split regex + ByteLevel), Qwen 2
+style (that + an NFC normalizer), Qwen 2.5 style (that + non-special added tokens), SentencePiece
+style (Llama 2's byte fallback and "▁" spaces; with non-special added tokens), and one with added
+tokens placed where cutting them out is subtle.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import fast_bpe, unicode_gaps
+from pipeline import added_tokens, fast_bpe, unicode_gaps
 from pipeline import tokenizers as ptok
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
@@ -74,7 +76,35 @@ def _train_sentencepiece(metaspace: bool, vocab_size=600) -> str:
     return json.dumps(d)
 
 
-SENTENCEPIECE = ("llama2_style", "metaspace_style")  # only gigatoken runs these
+SENTENCEPIECE = ("llama2_style", "metaspace_style", "llama2_added")  # only gigatoken runs these
+
+# Qwen 2.5's added tokens after its vocabulary (Qwen 3 adds the last four): the special ones stay plain
+# text under prep's policy, the non-special ones tokenizers cuts out of the text
+QWEN25_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                  "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                  "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+QWEN25_PLAIN = ["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+# where cutting is subtle: a vocabulary token ("the"), one token a prefix of another ("ab"/"abc": the
+# longest wins), one inside a special token's string ("<|im" in "<|im_start|>": not cut there), whitespace
+# ("\t\t", "\n\n": pre-tokenizing around it changes), and one matched on normalized text (no normalizer)
+TRICKY_PLAIN = [("the", False), ("ab", False), ("abc", False), ("<|im", False), ("\t\t", False), ("\n\n", False),
+                ("zz", True)]
+
+
+def _with_added(definition: str, tokens: list[tuple[str, bool, bool]]) -> str:
+    """The tokenizer.json with added tokens (content, special, normalized) appended: the vocabulary's id
+    for a string it has, else the next id past it (as Qwen 2.5's are)."""
+    d = json.loads(definition)
+    vocab = d["model"]["vocab"]
+    next_id = max([*vocab.values(), *(t["id"] for t in d["added_tokens"])]) + 1
+    for content, special, normalized in tokens:
+        tid = vocab.get(content)
+        if tid is None:
+            tid, next_id = next_id, next_id + 1
+        d["added_tokens"].append({"id": tid, "content": content, "single_word": False, "lstrip": False,
+                                  "rstrip": False, "normalized": normalized, "special": special})
+    return json.dumps(d)
 
 
 def _specials_last(definition: str) -> str:
@@ -110,6 +140,18 @@ def trained(tmp_path_factory) -> dict[str, Path]:
     for name in SENTENCEPIECE:
         out[name] = d / f"{name}.json"
         out[name].write_text(_train_sentencepiece(metaspace=name.startswith("metaspace")))
+    added = {  # non-special added tokens, cut out in front of the engine (pipeline/added_tokens.py)
+        "qwen25_style": (_specials_last(out["qwen2_style"].read_text()),
+                         [(t, True, False) for t in QWEN25_SPECIAL[2:]] + [(t, False, False) for t in QWEN25_PLAIN]),
+        "added_tricky": (out["gpt2_style"].read_text(),
+                         [(c, False, n) for c, n in TRICKY_PLAIN] + [("<|im_end|>", True, False)]),
+        # a Prepend normalizer: tokenizers normalizes each piece alone, so each gets its own "▁"
+        "llama2_added": (out["llama2_style"].read_text(),
+                         [("<start_of_turn>", False, False), ("\n\n", False, False), ("<end_of_turn>", True, False)]),
+    }
+    for name, (definition, tokens) in added.items():
+        out[name] = d / f"{name}.json"
+        out[name].write_text(_with_added(definition, tokens))
     return out
 
 
@@ -120,6 +162,14 @@ def _hf(path: Path) -> Tokenizer:
 
 
 def _engine(engine: str, definition: str):
+    """The engine as prep runs it: with the non-special added tokens cut out in front of it."""
+    plain, why = added_tokens.from_definition(json.loads(definition))
+    assert not why, why
+    encode = _bare_engine(engine, definition)
+    return plain.wrap(encode) if plain is not None else encode
+
+
+def _bare_engine(engine: str, definition: str):
     if engine == "gigatoken":
         return fast_bpe.build_gigatoken(definition)
     if engine == "gigatoken-ranks":
@@ -182,14 +232,16 @@ def test_gpt2_ranks_match_merges():
 
 _unicode = st.text(st.characters(codec="utf-8"), max_size=120)
 _mixed = st.lists(st.one_of(_unicode, st.sampled_from([" ", "  ", "\n", "\n\n", "\t", "'s", "'LL", "123", "<|endoftext|>",
-                                                       "don't", " the", "ー", "e\u0301", "😀", "\u00a0"])),
+                                                       "don't", " the", "ー", "e\u0301", "😀", "\u00a0", "<tool_call>",
+                                                       "<|im", "<|im_start|>", "abc", "zz", "<start_of_turn>"])),
                   max_size=12).map("".join)
 # words and whitespace in turn: the pre-tokenizers' edge cases (contractions after letters, digit runs,
 # spaces before newlines, NBSP, U+2028, U+3000, "▁" itself), which random code points rarely line up
 _words = st.lists(st.tuples(
     st.one_of(st.text(min_size=1, max_size=8),
               st.sampled_from(["'s", "'S", "'ll", "'LL", "'ve", "don't", "123", "4567", "３４", "é", "e\u0301", "😀",
-                               "<|endoftext|>", "<s>", "\u2581", "\u2581\u2581x", "ǅ", "ß", "<0x41>"])),
+                               "<|endoftext|>", "<s>", "\u2581", "\u2581\u2581x", "ǅ", "ß", "<0x41>", "<think>", "</tool_call>",
+                               "<|im_end|>", "ab", "the", "<start_of_turn>", "<end_of_turn>"])),
     st.text(st.sampled_from(list(" \t\n\r\x0b\x0c\u00a0\u2028\u3000\u200b\u0085")), max_size=6)),
     max_size=12).map(lambda pairs: "".join(w + s for w, s in pairs))
 
@@ -304,12 +356,66 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
     (lambda d: d["normalizer"]["normalizers"].insert(0, {"type": "NFKC"}), "NFKC normalizer"),
     (lambda d: d.update(pre_tokenizer={"type": "Digits", "individual_digits": True}), "Digits pre-tokenizer"),
     (lambda d: d["model"].update(dropout=0.1), "dropout"),
-    (lambda d: d["added_tokens"].append({"id": 3, "content": "<0x00>", "single_word": False, "lstrip": False,
-                                         "rstrip": False, "normalized": False, "special": False}), "not special"),
+    (lambda d: d["added_tokens"].append(_added("<0x00>", rstrip=True)), "has rstrip set"),
+    # Metaspace prepends to the text's first piece only; the engine sees each piece alone
+    (lambda d: d.update(normalizer=None, pre_tokenizer={"type": "Metaspace", "replacement": "\u2581",
+                                                        "prepend_scheme": "first", "split": True},
+                        added_tokens=d["added_tokens"] + [_added("<x>")]), "prepend_scheme first"),
 ])
 def test_sentencepiece_style_outside_what_was_proved_falls_back_to_hf(trained, tmp_path, change, reason):
     spec = load_tokenizer(TokenizerConfig(path=str(_edit(trained["llama2_style"], tmp_path, change))))
     assert spec.backend == "hf" and reason in spec.backend_reason
+
+
+def test_qwen25_style_added_tokens_take_the_fast_path(trained, tmp_path, monkeypatch):
+    """Qwen 2.5 / Qwen 3 list <tool_call>, <think>, ... as non-special added tokens; tokenizers cuts them
+    out of documents. The fast engines run with them cut out the same way, proved like the rest, and
+    the cut-out ids (past the vocabulary) are counted in the ids the engine may give."""
+    monkeypatch.setenv("PREP_CACHE_DIR", str(tmp_path / "cache"))
+    path = trained["qwen25_style"]
+    tok = _hf(path)
+    ids = {t: tok.token_to_id(t) for t in QWEN25_PLAIN + QWEN25_SPECIAL}
+    for backend in ("auto", "tiktoken", "auto"):  # the second auto comes from the cache
+        spec = load_tokenizer(TokenizerConfig(path=str(path), backend=backend, boundary="none"))
+        assert spec.backend == ("tiktoken" if backend == "tiktoken" or not fast_bpe.gigatoken_available()
+                                else "gigatoken") and spec.backend_reason == ""
+        assert spec.plain_added is not None and sorted(spec.plain_added.strings) == sorted(QWEN25_PLAIN)
+        assert spec.max_engine_id == max(ids.values())
+        texts = ["<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<|im_start|>user\n<think>hm</think><|im_end|>",
+                 "<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>", "plain text", ""]
+        got, lengths = spec.build_encoder().encode_batch(texts)
+        want = [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
+        assert got.tolist() == [i for w in want for i in w] and lengths.tolist() == list(map(len, want))
+        assert {ids["<tool_call>"], ids["</tool_call>"], ids["<think>"], ids["<|fim_middle|>"]} <= set(got.tolist())
+        assert ids["<|im_start|>"] not in got.tolist()  # special: plain text (prep's policy)
+
+
+def test_added_tokens_are_cut_where_tokenizers_cuts_them(trained):
+    """Leftmost-longest, a special token's string not cut inside, raw tokens before normalized ones,
+    each piece encoded alone (a Prepend normalizer gives each its "▁")."""
+    for name, texts in (
+        ("added_tricky", ["abcd", "xab abc", "<|im_start|>", "<|im_end|>", "<|imx", "a\t\t\tb", "\n\n\n x", "thethe",
+                          "zzz", "the zz<|im"]),
+        ("llama2_added", ["Hello<start_of_turn>user\n\nhi", "<end_of_turn>\n\n", "a \n\n b"]),
+    ):
+        path = trained[name]
+        tok = _hf(path)
+        encode = _engine("gigatoken" if name in SENTENCEPIECE else "tiktoken", path.read_text())
+        _assert_same(tok, encode, texts)
+    plain, _ = added_tokens.from_definition(json.loads(trained["added_tricky"].read_text()))
+    cut = _bare_cuts(plain)
+    assert cut("xab abcd") == ["x", "ab", " ", "abc", "d"]
+    assert cut("<|im_start|><|imx") == ["<|im_start|>", "<|im", "x"]  # "<|im" is cut only outside the special
+    assert cut("the zz") == ["the", " ", "zz"] and cut("") == [] and cut("none here") == ["none here"]
+
+
+def _bare_cuts(plain):
+    """text -> the pieces the engine is given and the cut-out tokens (as their strings), in order."""
+    from pipeline.added_tokens import _Matcher
+    raw, normalized = _Matcher(plain.raw), _Matcher(plain.normalized)
+    names = {tid: s for s, tid in plain.raw + plain.normalized if tid is not None}
+    return lambda text: [names[q] if isinstance(q, int) else q
+                         for p in raw.cut(text) for q in ((p,) if isinstance(p, int) else normalized.cut(p))]
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
@@ -384,6 +490,18 @@ def test_gigatoken_from_ranks_needs_no_writable_tmpdir(trained, tmp_path, monkey
     assert not (tmp_path / "no-such-dir").exists()
 
 
+def _added(content: str, special=False, normalized=False, **flags) -> dict:
+    return {"id": 700, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": normalized, "special": special, **flags}
+
+
+def test_a_normalized_added_token_behind_a_normalizer_falls_back_to_hf(trained, tmp_path):
+    """Matched on normalized text (after Qwen 2's NFC), which prep does not see: not cut out here."""
+    path = _edit(trained["qwen2_style"], tmp_path, lambda d: d["added_tokens"].append(_added("foo", normalized=True)))
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    assert spec.backend == "hf" and "matched on normalized text" in spec.backend_reason
+
+
 def _edit(path: Path, tmp_path: Path, fn) -> Path:
     d = json.loads(path.read_text())
     fn(d)
@@ -406,8 +524,9 @@ def _wordpiece(tmp_path: Path) -> Path:
     (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
     (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "prefix space"),
     (lambda d: d["model"].update(dropout=0.1), "dropout"),
-    (lambda d: d["added_tokens"].append({"id": 700, "content": "foo", "single_word": False, "lstrip": False,
-                                         "rstrip": False, "normalized": False, "special": False}), "not special"),
+    (lambda d: d["added_tokens"].append(_added("foo", lstrip=True)), "has lstrip set"),
+    (lambda d: d["added_tokens"].append(_added("foo", single_word=True)), "has single_word set"),
+    (lambda d: d["added_tokens"].append(_added("")), "empty added token"),
     (None, "WordPiece"),
 ])
 def test_not_convertible_falls_back_to_hf(trained, tmp_path, change, reason):
@@ -578,7 +697,8 @@ def test_gigatoken_cache_guard_returns_the_old_engine_before_building(trained, m
 # -- end to end -----------------------------------------------------------------------------------
 def _corpus(path: Path, n: int = 300) -> None:
     rng = np.random.default_rng(0)
-    extra = ["<|endoftext|>", "  \n\n", "日本語", "😀", "naïve", "e\u0301", "1234567", "\t"]
+    extra = ["<|endoftext|>", "  \n\n", "日本語", "😀", "naïve", "e\u0301", "1234567", "\t", "<tool_call>x</tool_call>",
+             "<start_of_turn>", "<|im_start|><think>"]
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):
             parts = [TRAIN_TEXT[int(rng.integers(4))][: int(rng.integers(0, 90))] for _ in range(3)]
@@ -586,7 +706,7 @@ def _corpus(path: Path, n: int = 300) -> None:
             f.write(json.dumps({"text": "".join(parts) if i % 50 else ""}) + "\n")
 
 
-@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "gpt2"])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "qwen25_style", "llama2_added", "gpt2"])
 def test_prep_tokenize_auto_and_hf_are_byte_identical(trained, tmp_path, name):
     from typer.testing import CliRunner
 

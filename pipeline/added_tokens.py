@@ -1,0 +1,131 @@
+"""Non-special added tokens in front of a fast engine, cut out of the text as Hugging Face does.
+
+Qwen 2.5 and Qwen 3 list `<tool_call>`, `<|fim_prefix|>`, `<think>`, ... among their tokenizer.json's
+added tokens with `special: false`. `tokenizers` cuts such a token out of the text wherever it occurs,
+even with `encode_special_tokens = True` (prep's policy, which only keeps *special* tokens as plain
+text), gives it its own id, and runs normalizer, pre-tokenizer and model on the pieces between them.
+No fast engine does that, so until this module such files ran on `tokenizers` itself.
+
+What `tokenizers` 0.22 does (added_vocabulary.rs, checked against it in the tests):
+- every added token is matched, special or not, leftmost-longest and without overlaps, tokens with
+  `normalized: false` on the raw text first, then tokens with `normalized: true` on each remaining
+  piece after normalization;
+- a special token's match is dropped (`encode_special_tokens`) and its text stays in the piece around
+  it, so `<tool_call>` inside a longer special token's string is not cut out;
+- each piece is normalized and pre-tokenized on its own: a Prepend normalizer adds its "▁" to every
+  piece, a regex never joins text across a cut.
+
+`PlainAddedTokens.wrap(encode)` does the same around an engine's encode(text) -> ids: a regex
+alternation of the tokens, longest first, finds the leftmost-longest match (Python's `re` tries the
+alternatives in order at each position); pieces are encoded one by one. Texts holding none of the
+non-special tokens (nearly all) take one regex search and go to the engine whole.
+
+Refused (the file stays on `tokenizers`, with the reason): a non-special token with lstrip, rstrip or
+single_word (they widen or narrow the match), an empty one, and `normalized: true` non-special tokens
+where there is a normalizer (they are matched on normalized text, which prep does not see).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PlainAddedTokens", "from_definition"]
+
+Matches = tuple[tuple[str, int | None], ...]  # (content, id); id None: a special token (match dropped)
+
+
+@dataclass(frozen=True)
+class PlainAddedTokens:
+    """The added tokens `tokenizers` cuts out of documents (picklable; regexes compiled on first use)."""
+
+    raw: Matches          # normalized: false, matched on the document
+    normalized: Matches   # normalized: true, matched on each piece (only without a normalizer)
+
+    @property
+    def ids(self) -> list[int]:
+        return [tid for _, tid in self.raw + self.normalized if tid is not None]
+
+    @property
+    def strings(self) -> list[str]:
+        return [s for s, tid in self.raw + self.normalized if tid is not None]
+
+    def wrap(self, encode: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
+        """encode(text) -> ids with the non-special added tokens cut out first, as tokenizers does."""
+        raw, normalized = _Matcher(self.raw), _Matcher(self.normalized)
+
+        def encode_pieces(text: str) -> np.ndarray:
+            if not raw.occurs(text) and not normalized.occurs(text):
+                return encode(text)
+            out = []
+            for piece in raw.cut(text):
+                for part in ((piece,) if isinstance(piece, int) else normalized.cut(piece)):
+                    out.append(np.array([part], np.uint32) if isinstance(part, int) else encode(part))
+            return np.concatenate(out, dtype=np.uint32) if out else np.zeros(0, np.uint32)
+        return encode_pieces
+
+
+class _Matcher:
+    def __init__(self, tokens: Matches):
+        self.ids = dict(tokens)
+        plain = [s for s, tid in tokens if tid is not None]
+        # a non-special token in the text is the only reason to cut: one search decides for most texts
+        self._any = re.compile("|".join(map(re.escape, plain))) if plain else None
+        self._all = re.compile("|".join(re.escape(s) for s in sorted(self.ids, key=len, reverse=True)))
+
+    def occurs(self, text: str) -> bool:
+        return self._any is not None and self._any.search(text) is not None
+
+    def cut(self, text: str) -> list[str | int]:
+        """text -> its pieces (str) and the ids of the non-special tokens cut out (int); empty
+        pieces are left out, as tokenizers leaves them out."""
+        if not self.occurs(text):
+            return [text] if text else []
+        out: list[str | int] = []
+        start = 0
+        for m in self._all.finditer(text):
+            tid = self.ids[m.group()]
+            if tid is None:  # a special token: its text stays in the piece
+                continue
+            if m.start() > start:
+                out.append(text[start:m.start()])
+            out.append(tid)
+            start = m.end()
+        if start < len(text):
+            out.append(text[start:])
+        return out
+
+
+def from_definition(d: dict) -> tuple[PlainAddedTokens | None, str]:
+    """(the non-special added tokens of a parsed tokenizer.json, "") -- None when it has none -- or
+    (None, why a fast engine cannot follow them)."""
+    added = d.get("added_tokens") or []
+    plain = [t for t in added if not t.get("special")]
+    if not plain:
+        return None, ""
+    for t in plain:
+        flags = [f for f in ("lstrip", "rstrip", "single_word") if t.get(f)]
+        if flags:
+            return None, (f"its added token {t['content']!r} is not special and has {flags[0]} set; "
+                          "tokenizers cuts it out of the text together with the whitespace or word around it")
+        if not t["content"]:
+            return None, "it has an empty added token"
+    if d.get("normalizer") and any(_normalized(t) for t in plain):
+        t = next(t for t in plain if _normalized(t))
+        return None, (f"its added token {t['content']!r} is not special and is matched on normalized text "
+                      "(normalized: true), which prep does not see")
+
+    def matches(normalized: bool) -> Matches:
+        group = [t for t in added if _normalized(t) == normalized and t["content"]]
+        if not any(not t.get("special") for t in group):
+            return ()  # only special tokens: their matches are all dropped, nothing is cut
+        return tuple((t["content"], None if t.get("special") else int(t["id"])) for t in group)
+    return PlainAddedTokens(matches(False), matches(True)), ""
+
+
+def _normalized(token: dict) -> bool:
+    """tokenizers' AddedToken default: normalized unless special."""
+    return bool(token.get("normalized", not token.get("special")))
