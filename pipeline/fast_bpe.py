@@ -21,8 +21,8 @@ a third of the time (GPT-2: 0.055 against 0.11 s per worker; a 128K vocabulary: 
 The engine is then *proved*: `first_mismatch()` compares it with HF on `torture_sample()` in the
 parent, and on the run's first documents in the worker that encodes them (`Encoder` in tokenizers.py).
 
-SentencePiece-style BPEs converted to tokenizer.json (Llama 2 and Mistral 7B v0.1 layouts: byte
-fallback to <0xNN> tokens, "▁" for spaces through a Prepend/Replace normalizer or a Metaspace
+SentencePiece-style BPEs converted to tokenizer.json (Llama 2, Mistral 7B v0.1 and Gemma layouts:
+byte fallback to <0xNN> tokens, "▁" for spaces through a Prepend/Replace normalizer or a Metaspace
 pre-tokenizer) are not byte-level, so tiktoken cannot run them; gigatoken's SentencePiece engine
 loads them from the tokenizer.json (`sentencepiece_structure()` checks what it needs) and is proved
 the same way. One core, one call per document of the 55 MB docs corpus, a Llama-2-layout vocabulary
@@ -198,7 +198,7 @@ def sentencepiece_structure(d: dict) -> tuple[dict[str, int] | None, str]:
     """For a BPE with byte_fallback (a SentencePiece model converted to tokenizer.json): (special
     tokens, "") when gigatoken's SentencePiece engine may run it, subject to the proof, else (None,
     why not). Normalizer: none, or Prepend/Replace steps (Llama 2's "▁" prefix and spaces);
-    pre-tokenizer: none or Metaspace."""
+    pre-tokenizer: none, Metaspace, or a Split that never matches behind the normalizer (Gemma's)."""
     model = d.get("model") or {}
     if model.get("type") != "BPE" or not model.get("byte_fallback"):
         return None, "it is not a SentencePiece-style BPE (byte_fallback)"
@@ -211,13 +211,31 @@ def sentencepiece_structure(d: dict) -> tuple[dict[str, int] | None, str]:
     if other:
         return None, f"its SentencePiece-style BPE has a {other[0]} normalizer"
     pre = d.get("pre_tokenizer") or {}
-    if pre.get("type") not in _SENTENCEPIECE_PRE_TOKENIZERS:
+    if pre.get("type") not in _SENTENCEPIECE_PRE_TOKENIZERS and not _split_never_matches(pre, steps):
         return None, f"its SentencePiece-style BPE has a {pre.get('type')} pre-tokenizer"
     if pre.get("prepend_scheme") == "first" and any(not t.get("special") for t in d.get("added_tokens") or []):
         # tokenizers prepends "▁" to the text's first piece only; the engine sees each piece alone
         return None, ("its Metaspace pre-tokenizer prepends only to the start of the text (prepend_scheme "
                       "first), and its non-special added tokens cut the text into pieces")
     return _special_tokens(d)
+
+
+def _split_never_matches(pre: dict, normalizers: list[dict]) -> bool:
+    """Whether `pre` is a Split on one character that the normalizer replaces everywhere and no later
+    step puts back, so that it never matches and changes nothing: Gemma's tokenizer.json files (and
+    T5Gemma's) have Replace(" " -> "▁") with Split(" ", merged_with_previous) behind it
+    (transformers #43062 found it redundant). An inverted Split would not be a no-op."""
+    pattern = (pre.get("pattern") or {}).get("String")
+    if pre.get("type") != "Split" or pre.get("invert") or not isinstance(pattern, str) or len(pattern) != 1:
+        return False
+    gone = False
+    for step in normalizers:
+        inserted = step.get("prepend") if step.get("type") == "Prepend" else step.get("content")
+        if pattern in (inserted or ""):
+            gone = False
+        elif step.get("type") == "Replace" and (step.get("pattern") or {}).get("String") == pattern:
+            gone = True
+    return gone
 
 
 def analyze(definition: str | dict, hf_tokenizer=None, check_whole_tokens: bool = True

@@ -76,7 +76,7 @@ def _train_sentencepiece(metaspace: bool, vocab_size=600) -> str:
     return json.dumps(d)
 
 
-SENTENCEPIECE = ("llama2_style", "metaspace_style", "llama2_added")  # only gigatoken runs these
+SENTENCEPIECE = ("llama2_style", "metaspace_style", "llama2_added", "gemma_style")  # only gigatoken runs these
 
 # Qwen 2.5's added tokens after its vocabulary (Qwen 3 adds the last four): the special ones stay plain
 # text under prep's policy, the non-special ones tokenizers cuts out of the text
@@ -149,6 +149,13 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         "llama2_added": (out["llama2_style"].read_text(),
                          [("<start_of_turn>", False, False), ("\n\n", False, False), ("<end_of_turn>", True, False)]),
     }
+    # Gemma's layout: no "▁" prefix, and a Split on " " behind the normalizer that replaced every " "
+    gemma = json.loads(out["llama2_style"].read_text())
+    gemma["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    gemma["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                              "invert": False}
+    added["gemma_style"] = (json.dumps(gemma), [("<start_of_turn>", True, False), ("<end_of_turn>", True, False),
+                                                ("\n\n", False, False), ("\t", False, False)])
     for name, (definition, tokens) in added.items():
         out[name] = d / f"{name}.json"
         out[name].write_text(_with_added(definition, tokens))
@@ -357,6 +364,16 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
     (lambda d: d.update(pre_tokenizer={"type": "Digits", "individual_digits": True}), "Digits pre-tokenizer"),
     (lambda d: d["model"].update(dropout=0.1), "dropout"),
     (lambda d: d["added_tokens"].append(_added("<0x00>", rstrip=True)), "has rstrip set"),
+    # Gemma's Split on " " is a no-op only because the normalizer replaced every " " before it
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"String": "."}, "behavior": "MergedWithPrevious",
+                                       "invert": False}), "Split pre-tokenizer"),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"String": " "}, "behavior": "Removed",
+                                       "invert": True}), "Split pre-tokenizer"),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated",
+                                       "invert": False},
+                        normalizer={"type": "Sequence", "normalizers": [
+                            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+                            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}]}), "Split pre-tokenizer"),
     # Metaspace prepends to the text's first piece only; the engine sees each piece alone
     (lambda d: d.update(normalizer=None, pre_tokenizer={"type": "Metaspace", "replacement": "\u2581",
                                                         "prepend_scheme": "first", "split": True},
@@ -706,7 +723,8 @@ def _corpus(path: Path, n: int = 300) -> None:
             f.write(json.dumps({"text": "".join(parts) if i % 50 else ""}) + "\n")
 
 
-@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "qwen25_style", "llama2_added", "gpt2"])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "qwen25_style", "llama2_added", "gemma_style",
+                                  "gpt2"])
 def test_prep_tokenize_auto_and_hf_are_byte_identical(trained, tmp_path, name):
     from typer.testing import CliRunner
 
