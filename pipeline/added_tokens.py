@@ -17,8 +17,9 @@ What `tokenizers` 0.22 does (added_vocabulary.rs, checked against it in the test
 
 `PlainAddedTokens.wrap(encode)` does the same around an engine's encode(text) -> ids: a regex
 alternation of the tokens, longest first, finds the leftmost-longest match (Python's `re` tries the
-alternatives in order at each position); pieces are encoded one by one. Texts holding none of the
-non-special tokens (nearly all) take one regex search and go to the engine whole.
+alternatives in order at each position, and `re.split` walks the text in C); pieces are encoded one
+by one. Texts holding none of the non-special tokens (nearly all) take one regex search and go to
+the engine whole.
 
 Refused (the file stays on `tokenizers`, with the reason): a non-special token with lstrip, rstrip or
 single_word (they widen or narrow the match), an empty one, and `normalized: true` non-special tokens
@@ -40,7 +41,7 @@ Matches = tuple[tuple[str, int | None], ...]  # (content, id); id None: a specia
 
 @dataclass(frozen=True)
 class PlainAddedTokens:
-    """The added tokens `tokenizers` cuts out of documents (picklable; regexes compiled on first use)."""
+    """The added tokens `tokenizers` cuts out of documents (picklable; `wrap` compiles the regexes)."""
 
     raw: Matches          # normalized: false, matched on the document
     normalized: Matches   # normalized: true, matched on each piece (only without a normalizer)
@@ -56,46 +57,62 @@ class PlainAddedTokens:
     def wrap(self, encode: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
         """encode(text) -> ids with the non-special added tokens cut out first, as tokenizers does."""
         raw, normalized = _Matcher(self.raw), _Matcher(self.normalized)
+        if normalized.active:  # rare (no normalizer, and normalized non-special tokens): two passes
+            def encode_two_passes(text: str) -> np.ndarray:
+                out = []
+                for i, part in enumerate(raw.split(text) or [text]):
+                    if i & 1:
+                        out.append(raw.arrays[part])
+                        continue
+                    for j, sub in enumerate(normalized.split(part) or [part]):
+                        if sub:
+                            out.append(normalized.arrays[sub] if j & 1 else encode(sub))
+                return np.concatenate(out, dtype=np.uint32) if out else np.zeros(0, np.uint32)
+            return encode_two_passes
 
-        def encode_pieces(text: str) -> np.ndarray:
-            if not raw.occurs(text) and not normalized.occurs(text):
+        def encode_cut(text: str) -> np.ndarray:
+            parts = raw.split(text)
+            if parts is None:  # nearly every document: one regex search, then the engine on all of it
                 return encode(text)
-            out = []
-            for piece in raw.cut(text):
-                for part in ((piece,) if isinstance(piece, int) else normalized.cut(piece)):
-                    out.append(np.array([part], np.uint32) if isinstance(part, int) else encode(part))
-            return np.concatenate(out, dtype=np.uint32) if out else np.zeros(0, np.uint32)
-        return encode_pieces
+            # pieces at even places, cut-out tokens (their strings) at odd ones. A document cut at every
+            # newline (Gemma's "\n" as a non-special token, 55 MB: 2.6 M pieces) spends ~1 us per piece
+            # here, so the loop is kept flat: one engine call per non-empty piece, cached 1-id arrays
+            arrays = raw.arrays
+            return np.concatenate([arrays[p] if i & 1 else encode(p) for i, p in enumerate(parts) if p],
+                                  dtype=np.uint32)
+        return encode_cut
 
 
 class _Matcher:
+    """The tokens of one matching pass: `split` cuts a text at the non-special ones."""
+
     def __init__(self, tokens: Matches):
-        self.ids = dict(tokens)
+        ids = dict(tokens)
         plain = [s for s, tid in tokens if tid is not None]
+        self.active = bool(plain)
+        self.arrays = {s: np.array([tid], np.uint32) for s, tid in ids.items() if tid is not None}
+        self._special = {s for s, tid in ids.items() if tid is None}
         # a non-special token in the text is the only reason to cut: one search decides for most texts
+        # (Qwen 2.5's 12 over 55 MB of docs: 23 ms, 2.4 GB/s on one core)
         self._any = re.compile("|".join(map(re.escape, plain))) if plain else None
-        self._all = re.compile("|".join(re.escape(s) for s in sorted(self.ids, key=len, reverse=True)))
+        # one capturing group: re.split gives pieces and matches in turn; longest first, so that at each
+        # place the longest token matches (leftmost-longest, as tokenizers' Aho-Corasick)
+        self._split = re.compile("(" + "|".join(re.escape(s) for s in sorted(ids, key=len, reverse=True)) + ")")
 
-    def occurs(self, text: str) -> bool:
-        return self._any is not None and self._any.search(text) is not None
-
-    def cut(self, text: str) -> list[str | int]:
-        """text -> its pieces (str) and the ids of the non-special tokens cut out (int); empty
-        pieces are left out, as tokenizers leaves them out."""
-        if not self.occurs(text):
-            return [text] if text else []
-        out: list[str | int] = []
-        start = 0
-        for m in self._all.finditer(text):
-            tid = self.ids[m.group()]
-            if tid is None:  # a special token: its text stays in the piece
-                continue
-            if m.start() > start:
-                out.append(text[start:m.start()])
-            out.append(tid)
-            start = m.end()
-        if start < len(text):
-            out.append(text[start:])
+    def split(self, text: str) -> list[str] | None:
+        """[piece, token, piece, ..., piece] (pieces may be empty), or None when no non-special token
+        occurs. A special token's match is kept in the text around it (tokenizers drops the match)."""
+        if self._any is None or self._any.search(text) is None:
+            return None
+        parts = self._split.split(text)
+        if not self._special or self._special.isdisjoint(parts[1::2]):
+            return parts
+        out = [parts[0]]
+        for i in range(1, len(parts), 2):
+            if parts[i] in self._special:
+                out[-1] += parts[i] + parts[i + 1]
+            else:
+                out += (parts[i], parts[i + 1])
         return out
 
 

@@ -26,7 +26,7 @@ byte fallback to <0xNN> tokens, "▁" for spaces through a Prepend/Replace norma
 pre-tokenizer) are not byte-level, so tiktoken cannot run them; gigatoken's SentencePiece engine
 loads them from the tokenizer.json (`sentencepiece_structure()` checks what it needs) and is proved
 the same way. One core, one call per document of the 55 MB docs corpus, a Llama-2-layout vocabulary
-trained on it: 53.3 against tokenizers' 2.9 MB/s with 32K tokens (benchmarks/bench_sentencepiece.py),
+trained on it: 53.3 against tokenizers' 2.9 MB/s with 32K tokens (benchmarks/bench_layouts.py),
 5.7-6.2 against 2.3 with 8K.
 
 Engines, fastest first (one core here, GPT-2, technical English; HF tokenizers ~1.3 MB/s):

@@ -427,12 +427,19 @@ def test_added_tokens_are_cut_where_tokenizers_cuts_them(trained):
 
 
 def _bare_cuts(plain):
-    """text -> the pieces the engine is given and the cut-out tokens (as their strings), in order."""
-    from pipeline.added_tokens import _Matcher
-    raw, normalized = _Matcher(plain.raw), _Matcher(plain.normalized)
+    """text -> what `plain.wrap` makes of it: the pieces the engine is given and the cut-out tokens
+    (as their strings), in order (the stand-in engine gives each piece one marker id)."""
     names = {tid: s for s, tid in plain.raw + plain.normalized if tid is not None}
-    return lambda text: [names[q] if isinstance(q, int) else q
-                         for p in raw.cut(text) for q in ((p,) if isinstance(p, int) else normalized.cut(p))]
+    marker = 1 << 31
+
+    def cut(text):
+        pieces = []
+
+        def engine(piece):
+            pieces.append(piece)
+            return np.array([marker + len(pieces) - 1], np.uint32)
+        return [pieces[i - marker] if i >= marker else names[i] for i in plain.wrap(engine)(text).tolist()]
+    return cut
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
