@@ -6,7 +6,7 @@ even with `encode_special_tokens = True` (prep's policy, which only keeps *speci
 text), gives it its own id, and runs normalizer, pre-tokenizer and model on the pieces between them.
 No fast engine does that, so until this module such files ran on `tokenizers` itself.
 
-What `tokenizers` 0.22 does (added_vocabulary.rs, checked against it in the tests):
+What `tokenizers` 0.23 does (added_vocabulary.rs; checked against it in the tests):
 - every added token is matched, special or not, leftmost-longest and without overlaps, tokens with
   `normalized: false` on the raw text first, then tokens with `normalized: true` on each remaining
   piece after normalization;
