@@ -8,7 +8,9 @@ Two settings that real hub files get wrong for pretraining are forced here:
 - truncation and padding in a tokenizer.json are switched off (GPT-2's hub file ships
   `truncation.max_length = 50`: a silent cut to 50 tokens per document);
 - special-token strings inside documents are plain text (`encode_special_tokens = True`), so a
-  document that mentions `<|endoftext|>` does not produce the EOS id.
+  document that mentions `<|endoftext|>` does not produce the EOS id. Non-special added tokens
+  (Qwen 2.5's `<tool_call>`, ...) keep their ids, as `tokenizers` gives them; the fast engines get
+  them cut out in front (added_tokens.py).
 
 Backends (`tokenizer.backend`): `hf` runs Hugging Face `tokenizers`; `tiktoken` runs tiktoken (a
 `tiktoken:<encoding>` path, or a tiktoken encoding built from a byte-level BPE tokenizer.json); `auto`
