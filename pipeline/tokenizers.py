@@ -89,8 +89,9 @@ class TokenizerSpec:
     # code points whose Unicode class the fast engine sees otherwise than tokenizers (inclusive ranges,
     # unicode_gaps.probe): documents holding one are encoded by tokenizers itself
     unicode_gaps: tuple = field(default=(), repr=False, compare=False)
-    # the largest id the fast engine can give: the largest in the model's vocabulary, the only ids an
-    # engine built from it knows (added tokens are not given to it). None: not known (the hf backend,
+    # the largest id the fast engine can give: the largest in the model's vocabulary (the only ids an
+    # engine built from it knows: added tokens are not given to it) or of the non-special added tokens
+    # cut out in front of it (`plain_added`). None: not known (the hf backend,
     # a `tiktoken:<name>` encoding, a spec cached before this field), so every batch is range-checked
     max_engine_id: int | None = field(default=None, repr=False, compare=False)
     # the non-special added tokens tokenizers cuts out of documents (Qwen 2.5's <tool_call>, ...), cut
