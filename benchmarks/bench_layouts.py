@@ -2,7 +2,7 @@
 Hugging Face `tokenizers` (backend hf, what prep ran before the layout was supported), same corpus
 and cores.
 
-    python benchmarks/bench_layouts.py [--layout llama2|gemma|gemma-ws|qwen25] [--tokenizer PATH] [--vocab N]
+    python benchmarks/bench_layouts.py [--layout llama2|gemma|gemma-ws|qwen25|smollm|deepseek-v3] [--tokenizer PATH] [--vocab N]
 
 Without --tokenizer (model hubs are often unreachable), a tokenizer.json of the layout is trained on
 the corpus with `tokenizers`:
@@ -18,6 +18,12 @@ the corpus with `tokenizers`:
 - qwen25: Qwen 2's byte-level BPE (its Split regex + ByteLevel, NFC normalizer), the vocabulary dense
   from 0, then Qwen 2.5's and Qwen 3's 26 added tokens past it: 14 special, 12 not (<tool_call>,
   <|fim_prefix|>, <think>, ...), which `tokenizers` cuts out of documents.
+- smollm: SmolLM's and StarCoder 2's byte-level BPE: Digits(individual_digits) + ByteLevel, <|endoftext|>
+  first (id 0), as `tokenizers` trains them. One regex does both steps (fast_bpe._digits_then_gpt2),
+  so tiktoken runs it; gigatoken has no pre-tokenizer for it.
+- deepseek-v3: DeepSeek V3's and R1's three Splits in sequence + ByteLevel, its BOS/EOS/pad first (ids
+  0-2), <｜User｜>, <｜Assistant｜>, <think>, </think> as non-special added tokens past the vocabulary.
+  gigatoken's "deepseek_v3" pre-tokenizer runs it from ranks (ids shifted back by an id map).
 
 1. Ids: every document, prep's engine against `tokenizers`, stopping at the first difference.
 2. One core: each engine encoding every document, one call each (best of --repeat).
@@ -44,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_engines import throughput  # noqa: E402
 from bench_tokenize import DEFAULT_CORPUS, load_texts, machine_label, prep_command  # noqa: E402
 
-from pipeline.fast_bpe import LLAMA3_PATTERN  # noqa: E402
+from pipeline.fast_bpe import DEEPSEEK_V3_SPLITS, LLAMA3_PATTERN  # noqa: E402
 
 LLAMA2_SPECIALS = ("<unk>", "<s>", "</s>")
 GEMMA_SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")
@@ -54,7 +60,10 @@ QWEN25_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_s
 QWEN25_PLAIN = ("<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
                 "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>")
 QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen 2's Split regex
-LAYOUTS = ("llama2", "gemma", "gemma-ws", "qwen25")
+DEEPSEEK_V3_SPECIAL = ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+                       "<\uff5c\u2581pad\u2581\uff5c>")
+DEEPSEEK_V3_PLAIN = ("<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>", "<think>", "</think>")
+LAYOUTS = ("llama2", "gemma", "gemma-ws", "qwen25", "smollm", "deepseek-v3")
 
 
 def _added(tid: int, content: str, special: bool) -> dict:
@@ -112,6 +121,28 @@ def train_qwen25_layout(texts: list[str], vocab_size: int) -> str:
     return json.dumps(d, ensure_ascii=False)
 
 
+def train_byte_level_layout(texts: list[str], vocab_size: int, layout: str) -> str:
+    """A SmolLM- or DeepSeek-V3-layout tokenizer.json trained on `texts` (see the module docstring)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=layout == "smollm")
+    if layout == "smollm":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        specials = ["<|endoftext|>"]
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [*(pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS), byte_level])
+        specials = list(DEEPSEEK_V3_SPECIAL)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    d = json.loads(tok.to_str())
+    if layout == "deepseek-v3":
+        first = len(d["model"]["vocab"])
+        d["added_tokens"] += [_added(first + i, t, False) for i, t in enumerate(DEEPSEEK_V3_PLAIN)]
+    return json.dumps(d, ensure_ascii=False)
+
+
 def engines(tokenizer: str):
     """(tokenizers, prep's engine for backend auto) encoders of one text -> list of ids, special-token
     strings as text; and the engine's name."""
@@ -164,6 +195,7 @@ def main() -> None:
             t0 = time.perf_counter()
             tokenizer = os.path.join(tmp, "tokenizer.json")
             made = (train_qwen25_layout(texts, args.vocab) if args.layout == "qwen25"
+                    else train_byte_level_layout(texts, args.vocab, args.layout) if args.layout in ("smollm", "deepseek-v3")
                     else train_sentencepiece_layout(texts, args.vocab, args.layout))
             Path(tokenizer).write_text(made, encoding="utf-8")
             origin = (f"trained here on the corpus, {args.layout} layout, {args.vocab} tokens "

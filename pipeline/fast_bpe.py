@@ -4,7 +4,8 @@ Hugging Face `tokenizers` and tiktoken run the same algorithm on a byte-level BP
 Qwen 2, Mistral-Nemo style) when
   - the text reaches the model unchanged (no normalizer other than NFC, which we apply ourselves;
     no prefix space, no BPE dropout, no byte fallback, no word prefixes/suffixes);
-  - the pre-tokenizer is one regex (ByteLevel's own GPT-2 regex, or one isolating Split + ByteLevel);
+  - the pre-tokenizer is one regex (ByteLevel's own GPT-2 regex, one isolating Split + ByteLevel, or
+    StarCoder 2's and SmolLM's Digits + ByteLevel, which one regex also does: `_digits_then_gpt2`);
   - merges are listed in rank order (merge i makes a token whose id is >= that of merge i - 1), every
     multi-byte token comes from a merge, and every byte has a token;
   - a piece that is itself a token becomes that token (tiktoken looks whole pieces up first; HF does
@@ -18,6 +19,8 @@ second and fifth conditions (`check_structure()`). Where the tokenizer meets the
 one whose gigatoken pre-tokenizer is known (GPT-2's, Llama 3's, Qwen 2's), gigatoken is built from
 tiktoken-style ranks instead of the tokenizer.json (`GigatokenRanks`): the same engine, in a half to
 a third of the time (GPT-2: 0.055 against 0.11 s per worker; a 128K vocabulary: 0.2 against 0.6 s).
+DeepSeek V3's pre-tokenizer, three Splits in sequence, is no one regex: tiktoken cannot run it and
+gigatoken's tokenizer.json loader refuses it, but its "deepseek_v3" pre-tokenizer runs it from ranks.
 The engine is then *proved*: `first_mismatch()` compares it with HF on `torture_sample()` in the
 parent, and on the run's first documents in the worker that encodes them (`Encoder` in tokenizers.py).
 
@@ -82,7 +85,7 @@ _TO_LATIN1 = {**{i: 0xFFFF for i in range(256) if chr(i) not in _ALPHABET},
 class ByteLevelBPE:
     """What a tiktoken-style engine needs, derived from a tokenizer.json (see `analyze`)."""
 
-    pat_str: str                                     # the pre-tokenizer regex
+    pat_str: str | tuple[str, ...]                   # the pre-tokenizer regex (a tuple: Splits in sequence)
     normalizer: str | None                           # None or "NFC"
     special_tokens: dict[str, int] = field(compare=False, repr=False)  # added tokens (as plain text in documents)
     mergeable_ranks: dict[bytes, int] = field(compare=False, repr=False)  # token bytes -> id (= rank)
@@ -104,8 +107,32 @@ def _byte_level_ok(p: dict) -> bool:
     return p.get("type") == "ByteLevel" and not p.get("add_prefix_space")
 
 
-def _pattern(pre: dict | None) -> tuple[str | None, str]:
-    """(regex, "") or (None, reason) for a tokenizer.json pre_tokenizer."""
+def _digits_then_gpt2(individual: bool) -> str:
+    """One regex for Digits + ByteLevel (StarCoder 2's and SmolLM's pre-tokenizer): Digits cuts the text
+    at every numeric character (Rust's char::is_numeric, which is \\p{N}), one piece per character
+    (individual_digits) or per run, and GPT-2's regex then splits each piece alone. So a number loses
+    GPT-2's leading space, and whitespace before a number ends a piece, where `\\s+(?!\\S)` may take
+    all of it: "a  12" is [a][  ][1][2], not GPT-2's [a][ ][ 12]."""
+    numbers = r"\p{N}" if individual else r"\p{N}+"
+    return GPT2_PATTERN.replace(r" ?\p{N}+", numbers).replace(r"\s+(?!\S)", r"\s+(?![^\s\p{N}])")
+
+
+# DeepSeek V3's (and R1's) pre-tokenizer: three isolating Splits in sequence, then ByteLevel without its
+# regex. No single regex does this, so tiktoken cannot run it; gigatoken's "deepseek_v3" pre-tokenizer
+# does (proved like any other: 0 differences on the torture sample, the 55 MB docs corpus and the
+# hypothesis tests).
+DEEPSEEK_V3_SPLITS = (
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+""",
+)
+_KNOWN_SPLIT_SEQUENCES = {DEEPSEEK_V3_SPLITS: "DeepSeek V3's"}
+
+
+def _pattern(pre: dict | None) -> tuple[str | tuple[str, ...] | None, str]:
+    """(regex, "") or (None, reason) for a tokenizer.json pre_tokenizer; a tuple of regexes for a known
+    sequence of Splits (`_KNOWN_SPLIT_SEQUENCES`), which only gigatoken runs."""
     if pre is None:
         return None, "it has no pre-tokenizer (not a byte-level BPE)"
     if pre.get("type") == "ByteLevel":
@@ -114,19 +141,26 @@ def _pattern(pre: dict | None) -> tuple[str | None, str]:
         if not pre.get("use_regex", True):
             return None, "its ByteLevel pre-tokenizer does not split words (use_regex: false)"
         return GPT2_PATTERN, ""
-    if pre.get("type") == "Sequence":
-        parts = pre.get("pretokenizers") or []
-        if (len(parts) == 2 and parts[0].get("type") == "Split" and _byte_level_ok(parts[1])
-                and parts[1].get("use_regex") is False):
-            regex = _regex_of_split(parts[0])
-            if regex is not None:
-                return regex, ""
+    if pre.get("type") != "Sequence":
+        return None, f"its pre-tokenizer {pre.get('type')} is not byte-level"
+    parts = pre.get("pretokenizers") or []
+    kinds = [p.get("type", "?") for p in parts]
+    if len(parts) >= 2 and kinds[-1] == "ByteLevel" and parts[-1].get("add_prefix_space"):
+        return None, "its ByteLevel pre-tokenizer adds a prefix space (add_prefix_space: true)"
+    if len(parts) >= 2 and set(kinds[:-1]) == {"Split"} and _byte_level_ok(parts[-1]) \
+            and parts[-1].get("use_regex") is False:
+        regexes = tuple(_regex_of_split(p) for p in parts[:-1])
+        if None in regexes:
             return None, "its Split pre-tokenizer is not a plain isolating regex"
-        if len(parts) == 2 and parts[1].get("type") == "ByteLevel" and parts[1].get("add_prefix_space"):
-            return None, "its ByteLevel pre-tokenizer adds a prefix space (add_prefix_space: true)"
-        kinds = "+".join(p.get("type", "?") for p in parts)
-        return None, f"its pre-tokenizer sequence {kinds} is not one Split regex + ByteLevel"
-    return None, f"its pre-tokenizer {pre.get('type')} is not byte-level"
+        if len(regexes) == 1:
+            return regexes[0], ""
+        if regexes in _KNOWN_SPLIT_SEQUENCES:
+            return regexes, ""
+        return None, (f"its pre-tokenizer is a sequence of {len(regexes)} Split regexes (no single regex; "
+                      f"the only such sequence a fast engine runs is {', '.join(_KNOWN_SPLIT_SEQUENCES.values())})")
+    if kinds == ["Digits", "ByteLevel"] and _byte_level_ok(parts[1]) and parts[1].get("use_regex", True):
+        return _digits_then_gpt2(bool(parts[0].get("individual_digits"))), ""
+    return None, f"its pre-tokenizer sequence {'+'.join(kinds)} is not one Split regex + ByteLevel"
 
 
 def _normalizer(norm: dict | None) -> tuple[str | None, str | None]:
@@ -303,6 +337,8 @@ def _nfc(encode: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
 def build_tiktoken(bpe: ByteLevelBPE, name: str = "prep-bytelevel") -> Callable[[str], np.ndarray]:
     """tiktoken.Encoding over the tokenizer.json's vocabulary; special-token strings are plain text."""
     import tiktoken
+    if not isinstance(bpe.pat_str, str):
+        raise ValueError(f"tiktoken runs one regex, not {len(bpe.pat_str)} Split regexes in sequence")
     enc = tiktoken.Encoding(name, pat_str=bpe.pat_str, mergeable_ranks=bpe.mergeable_ranks,
                             special_tokens=bpe.special_tokens)
     encode = tiktoken_array_encoder(enc)
@@ -337,8 +373,14 @@ class GigatokenRanks:
     gigatoken's own pre-tokenizer for the regex. Made only by `gigatoken_ranks`."""
 
     scheme: str                                           # gigatoken's name for the regex ("gpt2")
-    rank_lines: bytes = field(compare=False, repr=False)  # b"<base64 of the token's bytes> <id>\n" per token
+    rank_lines: bytes = field(compare=False, repr=False)  # b"<base64 of the token's bytes> <rank>\n" per token
     normalizer: str | None = None                         # None or "NFC" (applied here, as for tiktoken)
+    # id = rank + id_offset. gigatoken takes dense ranks only (0..n-1), and a vocabulary trained with
+    # `tokenizers` has its special tokens first (ids 0, 1, ...: DeepSeek V3's three, most users' own),
+    # so its ranks are its ids shifted down and its output is shifted back up: in place, 13 ms per
+    # 14.5 M tokens (0.9 ns a token) against 25 ms saved per worker start for a 32K vocabulary (a
+    # general id map, ids with gaps, cost 4 ns a token: those files keep the tokenizer.json path).
+    id_offset: int = 0
 
 
 # Llama 3's Split regex as its tokenizer.json writes it (Olmo 2/3 use the same; Qwen 2's has \p{N}
@@ -353,14 +395,15 @@ _GIGATOKEN_SCHEMES = {
     LLAMA3_PATTERN: "olmo3",
     LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"): "qwen2",
     LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"): "gpt4",
+    DEEPSEEK_V3_SPLITS: "deepseek_v3",  # gigatoken's tokenizer.json loader does not take these Splits
 }
 
 
 def gigatoken_ranks(d: dict, hf_tokenizer=None, analysis=None) -> GigatokenRanks | None:
     """Ranks for gigatoken when the tokenizer is a tiktoken-equivalent byte-level BPE (`analyze`,
     which checks that every token's merges rebuild it, and that any normalizer is NFC: 0.1-0.2 s, once
-    per proof) with dense ids and a regex in `_GIGATOKEN_SCHEMES`; else None (build from the
-    tokenizer.json). `analysis`: a callable giving `analyze(d, hf_tokenizer)`'s result, for a caller
+    per proof) with a regex in `_GIGATOKEN_SCHEMES` and ids without gaps (from 0, or after the special
+    tokens: `id_offset`); else None (build from the tokenizer.json). `analysis`: a callable giving `analyze(d, hf_tokenizer)`'s result, for a caller
     that may need it again (the proof's tiktoken candidate) and should not pay for it twice."""
     found, _ = check_structure(d)
     if found is None or found[0] not in _GIGATOKEN_SCHEMES:
@@ -369,10 +412,12 @@ def gigatoken_ranks(d: dict, hf_tokenizer=None, analysis=None) -> GigatokenRanks
     if bpe is None:
         return None
     ids = bpe.mergeable_ranks.values()  # distinct (analyze checked)
-    if min(ids) != 0 or max(ids) != len(ids) - 1:  # gigatoken takes dense ranks only: not a vocabulary
-        return None                                  # with its special tokens first (GPT-2's are last)
-    lines = b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in bpe.mergeable_ranks.items())
-    return GigatokenRanks(_GIGATOKEN_SCHEMES[bpe.pat_str], lines, bpe.normalizer)
+    offset = min(ids)
+    if max(ids) != offset + len(ids) - 1:  # ids with gaps: build from the tokenizer.json
+        return None
+    # rank = id - offset: the same order, so the same merges (tiktoken-style BPE only compares ranks)
+    lines = b"".join(base64.b64encode(token) + b" %d\n" % (tid - offset) for token, tid in bpe.mergeable_ranks.items())
+    return GigatokenRanks(_GIGATOKEN_SCHEMES[bpe.pat_str], lines, bpe.normalizer, offset)
 
 
 def _gigatoken_from_ranks(ranks: GigatokenRanks):
@@ -427,8 +472,22 @@ def build_gigatoken(definition: str | GigatokenRanks, prepared: bool = False, ca
     # and the first-documents check run, so a changed backend cannot slip through unproven.
     backend = getattr(tok, "_backend", None)
     encode = backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
+    if not isinstance(definition, GigatokenRanks):
+        return encode
+    if definition.id_offset:
+        encode = _shifted(encode, definition.id_offset)
     # from ranks gigatoken knows no normalizer (from a tokenizer.json it applies NFC itself)
-    return _nfc(encode) if isinstance(definition, GigatokenRanks) and definition.normalizer == "NFC" else encode
+    return _nfc(encode) if definition.normalizer == "NFC" else encode
+
+
+def _shifted(encode: Callable[[str], np.ndarray], offset: int) -> Callable[[str], np.ndarray]:
+    def encode_shifted(text: str) -> np.ndarray:
+        ids = encode(text)  # a new array per call (gigatoken 0.10: it owns its Rust buffer)
+        if not ids.flags.writeable:
+            return ids + np.uint32(offset)
+        ids += np.uint32(offset)
+        return ids
+    return encode_shifted
 
 
 # -- proof ----------------------------------------------------------------------------------------

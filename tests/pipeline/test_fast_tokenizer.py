@@ -4,8 +4,9 @@ Engines under test: tiktoken built from a tokenizer.json (always) and gigatoken 
 Tokenizers: the real GPT-2 tokenizer.json (skipped when the asset is absent) and small BPEs trained
 here (always run): GPT-2 style (ByteLevel regex), Llama 3 style (Split regex + ByteLevel), Qwen 2
 style (that + an NFC normalizer), Qwen 2.5 style (that + non-special added tokens), SentencePiece
-style (Llama 2's byte fallback and "▁" spaces; with non-special added tokens), and one with added
-tokens placed where cutting them out is subtle.
+style (Llama 2's byte fallback and "▁" spaces; with non-special added tokens), SmolLM / StarCoder 2
+style (Digits + ByteLevel), DeepSeek V3 style (three Splits in sequence, with non-special added tokens),
+and one with added tokens placed where cutting them out is subtle.
 """
 
 from __future__ import annotations
@@ -118,9 +119,18 @@ def _specials_last(definition: str) -> str:
     return json.dumps(d)
 
 
-def _split_byte_level(pattern: str):
-    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
+def _split_byte_level(*patterns: str):
+    return pre_tokenizers.Sequence([*(pre_tokenizers.Split(Regex(p), "isolated") for p in patterns),
                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def _digits_byte_level(individual: bool):
+    return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=individual),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False)])
+
+
+# tiktoken runs one regex: DeepSeek V3's Splits in sequence run on gigatoken from ranks only
+RANKS_ONLY = ("deepseek_v3_style",)
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +143,9 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         ("llama3_style", _split_byte_level(LLAMA3_PATTERN), None),
         ("llama3_specials_last", _split_byte_level(LLAMA3_PATTERN), None),
         ("qwen2_style", _split_byte_level(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")), normalizers.NFC()),
+        ("smollm_style", _digits_byte_level(True), None),         # StarCoder 2, SmolLM 1-3
+        ("digit_runs_style", _digits_byte_level(False), None),
+        ("deepseek_v3_base", _split_byte_level(*fast_bpe.DEEPSEEK_V3_SPLITS), None),
     ):
         p = d / f"{name}.json"
         p.write_text(_specials_last(_train(pre, norm)) if name.endswith("_specials_last") else _train(pre, norm))
@@ -149,6 +162,10 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         "llama2_added": (out["llama2_style"].read_text(),
                          [("<start_of_turn>", False, False), ("\n\n", False, False), ("<end_of_turn>", True, False)]),
     }
+    # DeepSeek V3 / R1: <｜User｜>, <think>, ... are not special; its BOS/EOS are (ids 0 and 1 here)
+    added["deepseek_v3_style"] = (out.pop("deepseek_v3_base").read_text(),
+                                  [("<\uff5cUser\uff5c>", False, False), ("<think>", False, False),
+                                   ("</think>", False, False), ("<\uff5cend\u2581of\u2581sentence\uff5c>", True, False)])
     # Gemma's layout: no "▁" prefix, and a Split on " " behind the normalizer that replaced every " "
     gemma = json.loads(out["llama2_style"].read_text())
     gemma["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
@@ -198,11 +215,14 @@ def _assert_same(tok: Tokenizer, encode, texts: list[str]) -> None:
 
 
 def _may_refuse(name: str, engine: str) -> bool:
-    """Whether `engine` may not load tokenizer `name`: tiktoken runs byte-level BPEs only, gigatoken
-    from ranks only some of those, gigatoken from a tokenizer.json has pre-tokenizers for the known
-    regex families and must run every SentencePiece-style one here."""
+    """Whether `engine` may not load tokenizer `name`: tiktoken runs byte-level BPEs with one regex only,
+    gigatoken from ranks only some of those, gigatoken from a tokenizer.json has pre-tokenizers for the
+    known regex families and must run every SentencePiece-style one here; DeepSeek V3's Splits run on
+    gigatoken from ranks only."""
     if name in SENTENCEPIECE:
         return engine != "gigatoken"
+    if name in RANKS_ONLY:
+        return engine != "gigatoken-ranks"
     return engine.startswith("gigatoken")
 
 
@@ -220,7 +240,7 @@ def test_torture_sample_identical(trained, engine):
         definition = path.read_text()
         try:
             encode = _engine(engine, definition)
-        except RuntimeError as e:  # gigatoken has no fast pre-tokenizer for some regexes: auto skips it
+        except (RuntimeError, ValueError) as e:  # gigatoken lacks a pre-tokenizer, tiktoken runs one regex
             assert _may_refuse(_name, engine), e
             continue
         tok = _hf(path)
@@ -275,7 +295,7 @@ def engines_under_test(trained):
             try:
                 tok = _hf(path)
                 out.append((f"{name}/{engine}", tok, _routed(tok, _engine(engine, path.read_text()))))
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:  # ValueError: tiktoken on a sequence of regexes
                 assert _may_refuse(name, engine), e
     assert len(out) >= 3
     return out
@@ -325,7 +345,7 @@ def test_random_unicode_identical(engines_under_test, texts):
 
 
 # -- choosing the backend -------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "qwen2_style"])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "qwen2_style", "smollm_style", "digit_runs_style"])
 def test_auto_picks_a_fast_engine(trained, name):
     spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
     assert spec.backend in ("tiktoken", "gigatoken")
@@ -443,28 +463,41 @@ def _bare_cuts(plain):
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
-def test_gigatoken_is_built_from_ranks_where_ids_are_dense(trained, tmp_path):
-    """GPT-2's ByteLevel regex and dense ids: gigatoken's from_tiktoken with its "gpt2" pre-tokenizer
-    (half the build time), proven like the tokenizer.json path; special tokens first in the
-    vocabulary, or merges tiktoken cannot follow: the tokenizer.json path (other regexes: the next test)."""
-    path = trained["gpt2_specials_last"]
-    spec = load_tokenizer(TokenizerConfig(path=str(path)))
-    assert spec.backend == "gigatoken" and isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
-    assert spec.engine_data.scheme == "gpt2"
-    tok = _hf(path)
+def test_gigatoken_is_built_from_ranks(trained, tmp_path):
+    """GPT-2's ByteLevel regex: gigatoken's from_tiktoken with its "gpt2" pre-tokenizer (half the
+    build time), proven like the tokenizer.json path. gigatoken takes dense ranks only: with the
+    special tokens first in the vocabulary (as `tokenizers` trains them), the ranks are the ids shifted
+    down and the engine's ids are shifted back. Ids with gaps, or merges tiktoken cannot follow: the
+    tokenizer.json path (other regexes: the next test)."""
     sample = fast_bpe.torture_sample(["<|endoftext|>", "<|im_start|>"])
-    from_json = _engine("gigatoken", path.read_text())
-    from_ranks = spec.build_encoder()._encode_one
-    assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
-    _assert_same(tok, from_ranks, sample)
-    for name in ("gpt2_style", "llama3_style", "qwen2_style"):  # all three have their specials first
-        spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
-        assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
+    for name, offset in (("gpt2_specials_last", 0), ("gpt2_style", 2), ("llama3_style", 2), ("qwen2_style", 2)):
+        path = trained[name]
+        spec = load_tokenizer(TokenizerConfig(path=str(path)))
+        assert spec.backend == "gigatoken" and isinstance(spec.engine_data, fast_bpe.GigatokenRanks), name
+        assert spec.engine_data.id_offset == offset, name
+        from_json = _engine("gigatoken", path.read_text())
+        from_ranks = spec.build_encoder()._encode_one
+        assert [list(from_ranks(t)) for t in sample] == [list(from_json(t)) for t in sample]
+        _assert_same(_hf(path), from_ranks, sample + TRAIN_TEXT[:4])
+    # a special token amid the vocabulary's ids (a gap): the tokenizer.json path
+    gap = _edit(trained["gpt2_specials_last"], tmp_path, _special_at_id_5)
+    assert fast_bpe.gigatoken_ranks(json.loads(gap.read_text())) is None
+    spec = load_tokenizer(TokenizerConfig(path=str(gap)))
+    assert spec.backend == "gigatoken" and isinstance(spec.engine_data, str)
+    _assert_same(_hf(gap), spec.build_encoder()._encode_one, sample)
     # merges out of rank order: tiktoken-style ranks would merge otherwise than the merges list
-    reversed_merges = _edit(path, tmp_path, lambda d: d["model"]["merges"].reverse())
+    reversed_merges = _edit(trained["gpt2_specials_last"], tmp_path, lambda d: d["model"]["merges"].reverse())
     assert fast_bpe.gigatoken_ranks(json.loads(reversed_merges.read_text())) is None
     spec = load_tokenizer(TokenizerConfig(path=str(reversed_merges)))
     assert not isinstance(spec.engine_data, fast_bpe.GigatokenRanks)
+
+
+def _special_at_id_5(d: dict) -> None:
+    vocab = d["model"]["vocab"]
+    byte_token = next(t for t, i in vocab.items() if i == 5)
+    eot = next(t for t in d["added_tokens"] if t["content"] == "<|endoftext|>")
+    vocab[byte_token], vocab[eot["content"]] = eot["id"], 5  # merges order by id: still in rank order
+    eot["id"] = 5
 
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
@@ -514,6 +547,40 @@ def test_gigatoken_from_ranks_needs_no_writable_tmpdir(trained, tmp_path, monkey
     assert not (tmp_path / "no-such-dir").exists()
 
 
+# digits, Japanese kana and CJK ideographs, combining marks, punctuation before letters: where DeepSeek
+# V3's three Splits and SmolLM's Digits cut otherwise than one regex over the whole text would
+SPLIT_EDGES = ["a  12", "x 3.14159 ٣٤٥ ²³ ⅷ", "abc123def  4567  ", "日本語のテキスト123カタカナ ひらがな漢字",
+               "!!Hello .World ,x 'quoted' --flag", "e\u0301\u0302 ñ \u0915\u093f", "  \n\n 12\n\n34", "1234567890" * 3,
+               "<think>2+2=4</think> <\uff5cUser\uff5c>ok"]
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_deepseek_v3_style_runs_on_gigatoken_from_ranks(trained, tmp_path, monkeypatch):
+    """Three Splits in sequence are no one regex, so tiktoken cannot run them; gigatoken's "deepseek_v3"
+    pre-tokenizer can, from ranks (its tokenizer.json loader refuses the Splits)."""
+    path = trained["deepseek_v3_style"]
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    assert spec.backend == "gigatoken" and spec.engine_data.scheme == "deepseek_v3"
+    assert spec.engine_data.id_offset == 2 and spec.plain_added is not None  # specials first; <think>
+    _assert_same(_hf(path), spec.build_encoder()._encode_one, SPLIT_EDGES + TRAIN_TEXT[:4])
+    with pytest.raises(PrepError, match="3 Split regexes in sequence"):
+        load_tokenizer(TokenizerConfig(path=str(path), backend="tiktoken", boundary="none"))
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")
+    monkeypatch.setattr(fast_bpe, "gigatoken_available", lambda: False)
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    assert spec.backend == "hf" and "3 Split regexes in sequence" in spec.backend_reason
+
+
+def test_digits_then_byte_level_is_one_regex(trained):
+    """SmolLM's and StarCoder 2's Digits + ByteLevel: one regex (fast_bpe._digits_then_gpt2) on tiktoken."""
+    for name in ("smollm_style", "digit_runs_style"):
+        spec = load_tokenizer(TokenizerConfig(path=str(trained[name]), boundary="none"))
+        assert spec.backend == "tiktoken"
+        _assert_same(_hf(trained[name]), spec.build_encoder()._encode_one, SPLIT_EDGES + TRAIN_TEXT[:4])
+    tok = _hf(trained["smollm_style"])
+    assert tok.encode("a  12", add_special_tokens=False).tokens == ["a", "ĠĠ", "1", "2"]  # not GPT-2's [a][Ġ][Ġ12]
+
+
 def _added(content: str, special=False, normalized=False, **flags) -> dict:
     return {"id": 700, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
             "normalized": normalized, "special": special, **flags}
@@ -534,6 +601,13 @@ def _edit(path: Path, tmp_path: Path, fn) -> Path:
     return out
 
 
+def _split_sequence(*patterns: str) -> dict:
+    """A tokenizer.json pre_tokenizer: isolating Splits in sequence, then ByteLevel without its regex."""
+    splits = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in patterns]
+    return {"type": "Sequence", "pretokenizers": [
+        *splits, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
 def _wordpiece(tmp_path: Path) -> Path:
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -552,6 +626,10 @@ def _wordpiece(tmp_path: Path) -> Path:
     (lambda d: d["added_tokens"].append(_added("foo", single_word=True)), "has single_word set"),
     (lambda d: d["added_tokens"].append(_added("")), "empty added token"),
     (None, "WordPiece"),
+    (lambda d: d.update(pre_tokenizer=_split_sequence(r"\p{N}{1,2}", r"\s+")), "sequence of 2 Split regexes"),
+    (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        {"type": "Digits", "individual_digits": True}]}), "sequence ByteLevel+Digits"),
 ])
 def test_not_convertible_falls_back_to_hf(trained, tmp_path, change, reason):
     path = _wordpiece(tmp_path) if change is None else _edit(trained["gpt2_style"], tmp_path, change)
@@ -731,7 +809,7 @@ def _corpus(path: Path, n: int = 300) -> None:
 
 
 @pytest.mark.parametrize("name", ["gpt2_style", "llama3_style", "llama2_style", "qwen25_style", "llama2_added", "gemma_style",
-                                  "gpt2"])
+                                  "smollm_style", "deepseek_v3_style", "gpt2"])
 def test_prep_tokenize_auto_and_hf_are_byte_identical(trained, tmp_path, name):
     from typer.testing import CliRunner
 
