@@ -558,8 +558,9 @@ SPLIT_EDGES = ["a  12", "x 3.14159 ٣٤٥ ²³ ⅷ", "abc123def  4567  ", "日�
 def test_deepseek_v3_style_runs_on_gigatoken_from_ranks(trained, tmp_path, monkeypatch):
     """Three Splits in sequence are no one regex, so tiktoken cannot run them; gigatoken's "deepseek_v3"
     pre-tokenizer can, from ranks (its tokenizer.json loader refuses the Splits)."""
-    path = trained["deepseek_v3_style"]
-    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    path = _edit(trained["deepseek_v3_style"], tmp_path, _deepseek_bos)  # as DeepSeek's, id 0 its BOS
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="both"))  # BOS and EOS found by name
+    assert (spec.bos_id, spec.eos_id) == (0, _hf(path).token_to_id("<\uff5cend\u2581of\u2581sentence\uff5c>"))
     assert spec.backend == "gigatoken" and spec.engine_data.scheme == "deepseek_v3"
     assert spec.engine_data.id_offset == 2 and spec.plain_added is not None  # specials first; <think>
     _assert_same(_hf(path), spec.build_encoder()._encode_one, SPLIT_EDGES + TRAIN_TEXT[:4])
@@ -569,6 +570,12 @@ def test_deepseek_v3_style_runs_on_gigatoken_from_ranks(trained, tmp_path, monke
     monkeypatch.setattr(fast_bpe, "gigatoken_available", lambda: False)
     spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
     assert spec.backend == "hf" and "3 Split regexes in sequence" in spec.backend_reason
+
+
+def _deepseek_bos(d: dict) -> None:
+    bos = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"
+    d["model"]["vocab"][bos] = d["model"]["vocab"].pop("<|endoftext|>")
+    next(t for t in d["added_tokens"] if t["content"] == "<|endoftext|>")["content"] = bos
 
 
 def test_digits_then_byte_level_is_one_regex(trained):
