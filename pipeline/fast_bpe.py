@@ -16,9 +16,10 @@ Qwen 2, Mistral-Nemo style) when
 `analyze()` checks all of this statically and returns a `ByteLevelBPE`, or the reason it can't.
 gigatoken follows the tokenizer.json's merges like `tokenizers` does, so it needs only the first,
 second and fifth conditions (`check_structure()`). Where the tokenizer meets them all and its regex is
-one whose gigatoken pre-tokenizer is known (GPT-2's, Llama 3's, Qwen 2's), gigatoken is built from
-tiktoken-style ranks instead of the tokenizer.json (`GigatokenRanks`): the same engine, in a half to
-a third of the time (GPT-2: 0.055 against 0.11 s per worker; a 128K vocabulary: 0.2 against 0.6 s).
+one whose gigatoken pre-tokenizer is known (GPT-2's, Llama 3's, Qwen 2's, o200k's, Qwen 3.5's),
+gigatoken is built from tiktoken-style ranks instead of the tokenizer.json (`GigatokenRanks`): the
+same engine, in a half to a third of the time (GPT-2: 0.055 against 0.11 s per worker; a 128K
+vocabulary: 0.2 against 0.6 s).
 DeepSeek V3's pre-tokenizer, three Splits in sequence, is no one regex: tiktoken cannot run it and
 gigatoken's tokenizer.json loader refuses it, but its "deepseek_v3" pre-tokenizer runs it from ranks.
 The engine is then *proved*: `first_mismatch()` compares it with HF on `torture_sample()` in the
@@ -387,6 +388,14 @@ class GigatokenRanks:
 # for \p{N}{1,3}; some cl100k conversions have \s*[\r\n] for \s*[\r\n]+, which matches the same)
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# o200k_base's regex (gpt-oss, GPT-4o conversions) and Qwen 3.5's, as gigatoken's tokenizer.json loader
+# takes them (both checked here on trained tokenizers: from ranks, same ids as tokenizers)
+_CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+O200K_PATTERN = (rf"[^\r\n\p{{L}}\p{{N}}]?[\p{{Lu}}\p{{Lt}}\p{{Lm}}\p{{Lo}}\p{{M}}]*[\p{{Ll}}\p{{Lm}}\p{{Lo}}\p{{M}}]+{_CONTRACTIONS}?"
+                 rf"|[^\r\n\p{{L}}\p{{N}}]?[\p{{Lu}}\p{{Lt}}\p{{Lm}}\p{{Lo}}\p{{M}}]+[\p{{Ll}}\p{{Lm}}\p{{Lo}}\p{{M}}]*{_CONTRACTIONS}?"
+                 r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN35_PATTERN = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+"
+                  r"|\s+(?!\S)|\s+")
 # Regex -> gigatoken's pre-tokenizer for it, for exactly the strings gigatoken's own tokenizer.json
 # loader maps to that pre-tokenizer (GPT-2's is the ByteLevel pre-tokenizer's own). Any other
 # string keeps the tokenizer.json path (`from_json`). Whichever is built, the proof runs on it.
@@ -395,6 +404,8 @@ _GIGATOKEN_SCHEMES = {
     LLAMA3_PATTERN: "olmo3",
     LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"): "qwen2",
     LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"): "gpt4",
+    O200K_PATTERN: "o200k",
+    QWEN35_PATTERN: "qwen35",
     DEEPSEEK_V3_SPLITS: "deepseek_v3",  # gigatoken's tokenizer.json loader does not take these Splits
 }
 

@@ -505,6 +505,8 @@ def _special_at_id_5(d: dict) -> None:
     (LLAMA3_PATTERN, None, "olmo3"),
     (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}"), "NFC", "qwen2"),        # Qwen 2, with its NFC
     (LLAMA3_PATTERN.replace(r"\s*[\r\n]+", r"\s*[\r\n]"), None, "gpt4"),   # a cl100k conversion
+    (fast_bpe.O200K_PATTERN, None, "o200k"),                                  # gpt-oss
+    (fast_bpe.QWEN35_PATTERN, None, "qwen35"),
     (LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), None, None),       # unknown: the tokenizer.json path
 ])
 def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, regex, normalizer, scheme):
