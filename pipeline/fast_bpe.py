@@ -414,8 +414,9 @@ def gigatoken_ranks(d: dict, hf_tokenizer=None, analysis=None) -> GigatokenRanks
     """Ranks for gigatoken when the tokenizer is a tiktoken-equivalent byte-level BPE (`analyze`,
     which checks that every token's merges rebuild it, and that any normalizer is NFC: 0.1-0.2 s, once
     per proof) with a regex in `_GIGATOKEN_SCHEMES` and ids without gaps (from 0, or after the special
-    tokens: `id_offset`); else None (build from the tokenizer.json). `analysis`: a callable giving `analyze(d, hf_tokenizer)`'s result, for a caller
-    that may need it again (the proof's tiktoken candidate) and should not pay for it twice."""
+    tokens: `id_offset`); else None (build from the tokenizer.json). `analysis`: a callable giving
+    `analyze(d, hf_tokenizer)`'s result, for a caller that may need it again (the proof's tiktoken
+    candidate) and should not pay for it twice."""
     found, _ = check_structure(d)
     if found is None or found[0] not in _GIGATOKEN_SCHEMES:
         return None

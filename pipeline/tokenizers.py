@@ -58,7 +58,7 @@ GIGATOKEN_CACHE_BYTES = 64 << 20
 INTERLEAVE_TOKENS_PER_DOC = 1024
 
 # Looked up (in order) when no tokenizer_config.json names the tokens and the recipe does not either.
-# DeepSeek's (V2, V3, R1) are "<｜end▁of▁sentence｜>" and "<｜begin▁of▁sentence｜>" (fullwidth bars, U+2581)
+# DeepSeek's (V3, R1) are "<｜end▁of▁sentence｜>" and "<｜begin▁of▁sentence｜>" (fullwidth bars, U+2581)
 EOS_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>",
                   "<\uff5cend\u2581of\u2581sentence\uff5c>", "[SEP]")
 BOS_CANDIDATES = ("<|begin_of_text|>", "<s>", "<bos>", "<|bos|>", "<|startoftext|>", "<|endoftext|>",
