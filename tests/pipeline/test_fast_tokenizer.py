@@ -273,11 +273,12 @@ _words = st.lists(st.tuples(
     max_size=12).map(lambda pairs: "".join(w + s for w, s in pairs))
 
 
-def _routed(tok: Tokenizer, encode):
+def _routed(tok: Tokenizer, encode, reference=None):
     """`encode`, with documents that hold a code point of its Unicode gaps (unicode_gaps.probe) given to
-    `tok`, as the Encoder does: the fast path prep actually runs."""
-    router = unicode_gaps.GapRouter(unicode_gaps.probe(
-        lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)], encode))
+    `tok`, as the Encoder does: the fast path prep actually runs. `reference`: tok's ids of a batch of
+    probe documents, when a caller shares them between engines."""
+    reference = reference or (lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)])
+    router = unicode_gaps.GapRouter(unicode_gaps.probe(reference, encode))
 
     def run(text: str) -> np.ndarray:
         if router.find([text]):
@@ -286,15 +287,29 @@ def _routed(tok: Tokenizer, encode):
     return run
 
 
+def _shared_reference(tok: Tokenizer):
+    """tok's ids of a batch of documents, computed once per batch: every engine's probe sends tokenizers
+    the same 427 documents of candidate code points (about 1 s each time)."""
+    seen: dict[tuple[str, ...], list[list[int]]] = {}
+
+    def reference(docs: list[str]) -> list[list[int]]:
+        key = tuple(docs)
+        if key not in seen:
+            seen[key] = [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)]
+        return seen[key]
+    return reference
+
+
 @pytest.fixture(scope="module")
 def engines_under_test(trained):
     """(label, hf tokenizer, fast encode with its Unicode gaps routed) for every tokenizer x engine."""
     out = []
     for name, path in _tokenizer_files(trained):
+        tok = _hf(path)
+        reference = _shared_reference(tok)
         for engine in ENGINES:
             try:
-                tok = _hf(path)
-                out.append((f"{name}/{engine}", tok, _routed(tok, _engine(engine, path.read_text()))))
+                out.append((f"{name}/{engine}", tok, _routed(tok, _engine(engine, path.read_text()), reference)))
             except (RuntimeError, ValueError) as e:  # ValueError: tiktoken on a sequence of regexes
                 assert _may_refuse(name, engine), e
     assert len(out) >= 3
