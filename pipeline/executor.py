@@ -306,10 +306,10 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     last shard is placed: the workers exit (sentinels, process joins: 9-18 ms on 2 workers) while
     the parent places it, instead of before."""
     mp_ctx = pool_context()
-    queue = mp_ctx.Queue()
+    queue, starts = mp_ctx.Queue(), mp_ctx.SimpleQueue()  # progress; unit starts (see init_worker)
     pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
-                               initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, os.getpid(),
-                                         workers))
+                               initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, starts,
+                                         os.getpid(), workers))
     pending: dict = {}
     running: dict[int, int] = {}  # worker pid -> index of the unit it last started
     queue_iter = iter(todo)
@@ -323,15 +323,15 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
                 raise PrepError(_FORKSERVER_DIED) from None
 
     def drain() -> None:
+        while not starts.empty():
+            pid, index = starts.get()
+            running[pid] = index
         while True:
             try:
                 msg = queue.get_nowait()
             except Exception:  # queue.Empty
                 return
-            if msg[0] == "start":
-                running[msg[1]] = msg[2]
-            else:
-                progress.advance(*msg)
+            progress.advance(*msg)
 
     trace.event("pool_start", workers=workers)
     try:

@@ -28,15 +28,19 @@ __all__ = ["init_worker", "run_unit", "unit_or_failure"]
 
 _CTX: WorkerContext | None = None
 _QUEUE = None
+_STARTS = None
 
 
-def init_worker(ctx: WorkerContext, spec_path: str, queue, parent_pid: int, workers: int) -> None:
-    global _CTX, _QUEUE
+def init_worker(ctx: WorkerContext, spec_path: str, queue, starts, parent_pid: int, workers: int) -> None:
+    """`queue`: progress, put through a feeder thread (never blocks the unit); `starts`: (pid, unit
+    index) per unit, put synchronously, so that a worker killed right after starting a unit is still
+    named with it (a message left in a feeder thread's buffer dies with the process)."""
+    global _CTX, _QUEUE, _STARTS
     trace.event("worker_init")
     with open(spec_path, "rb") as f:
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
     worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
-    _CTX, _QUEUE = ctx, queue
+    _CTX, _QUEUE, _STARTS = ctx, queue, starts
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
     threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
     ctx.get_encoder()  # load the tokenizer once per worker, before the first unit
@@ -68,7 +72,7 @@ def _die_with(pid: int) -> None:
 def run_unit(unit: WorkUnit) -> dict:
     def report(nbytes: int, docs: int, tokens: int) -> None:
         _QUEUE.put((nbytes, docs, tokens))
-    _QUEUE.put(("start", os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
+    _STARTS.put((os.getpid(), unit.index))  # lets the parent name the unit if this worker dies
     trace.event("unit_start", unit=unit.index)
     result = unit_or_failure(unit, _CTX, report)
     if trace.enabled():
