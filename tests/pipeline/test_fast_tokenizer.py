@@ -143,7 +143,7 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         ("llama3_style", _split_byte_level(LLAMA3_PATTERN), None),
         ("llama3_specials_last", _split_byte_level(LLAMA3_PATTERN), None),
         ("qwen2_style", _split_byte_level(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")), normalizers.NFC()),
-        ("smollm_style", _digits_byte_level(True), None),         # StarCoder 2, SmolLM 1-3
+        ("smollm_style", _digits_byte_level(True), None),         # StarCoder 2, SmolLM 1 and 2
         ("digit_runs_style", _digits_byte_level(False), None),
         ("deepseek_v3_base", _split_byte_level(*fast_bpe.DEEPSEEK_V3_SPLITS), None),
     ):
