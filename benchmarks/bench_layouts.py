@@ -104,42 +104,30 @@ def train_sentencepiece_layout(texts: list[str], vocab_size: int, layout: str) -
     return json.dumps(d, ensure_ascii=False)
 
 
-def train_qwen25_layout(texts: list[str], vocab_size: int) -> str:
-    """A Qwen-2.5-layout tokenizer.json trained on `texts` (see the module docstring)."""
+def train_byte_level_layout(texts: list[str], vocab_size: int, layout: str) -> str:
+    """A Qwen-2.5-, SmolLM- or DeepSeek-V3-layout tokenizer.json trained on `texts` (see the module
+    docstring): special tokens the trainer puts first, then added tokens (content, special) past the
+    vocabulary, as the released files have them."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_PATTERN), "isolated"),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    d = json.loads(tok.to_str())
-    first = len(d["model"]["vocab"])
-    d["added_tokens"] = [_added(first + i, t, i < len(QWEN25_SPECIAL))
-                         for i, t in enumerate(QWEN25_SPECIAL + QWEN25_PLAIN)]
-    return json.dumps(d, ensure_ascii=False)
-
-
-def train_byte_level_layout(texts: list[str], vocab_size: int, layout: str) -> str:
-    """A SmolLM- or DeepSeek-V3-layout tokenizer.json trained on `texts` (see the module docstring)."""
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=layout == "smollm")
-    if layout == "smollm":
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        specials = ["<|endoftext|>"]
+    if layout == "qwen25":
+        tok.normalizer = normalizers.NFC()
+        splits, first, past = [QWEN2_PATTERN], [], [(t, t in QWEN25_SPECIAL) for t in QWEN25_SPECIAL + QWEN25_PLAIN]
+    elif layout == "smollm":
+        splits, first, past = [], ["<|endoftext|>"], []
     else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [*(pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS), byte_level])
-        specials = list(DEEPSEEK_V3_SPECIAL)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=specials,
+        splits, first, past = list(DEEPSEEK_V3_SPLITS), list(DEEPSEEK_V3_SPECIAL), [(t, False) for t in DEEPSEEK_V3_PLAIN]
+    steps = [pre_tokenizers.Split(Regex(r), "isolated") for r in splits]
+    if layout == "smollm":
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*steps, byte_level])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=first,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
     d = json.loads(tok.to_str())
-    if layout == "deepseek-v3":
-        first = len(d["model"]["vocab"])
-        d["added_tokens"] += [_added(first + i, t, False) for i, t in enumerate(DEEPSEEK_V3_PLAIN)]
+    n = len(d["model"]["vocab"])
+    d["added_tokens"] += [_added(n + i, content, special) for i, (content, special) in enumerate(past)]
     return json.dumps(d, ensure_ascii=False)
 
 
@@ -194,8 +182,8 @@ def main() -> None:
         else:
             t0 = time.perf_counter()
             tokenizer = os.path.join(tmp, "tokenizer.json")
-            made = (train_qwen25_layout(texts, args.vocab) if args.layout == "qwen25"
-                    else train_byte_level_layout(texts, args.vocab, args.layout) if args.layout in ("smollm", "deepseek-v3")
+            made = (train_byte_level_layout(texts, args.vocab, args.layout)
+                    if args.layout in ("qwen25", "smollm", "deepseek-v3")
                     else train_sentencepiece_layout(texts, args.vocab, args.layout))
             Path(tokenizer).write_text(made, encoding="utf-8")
             origin = (f"trained here on the corpus, {args.layout} layout, {args.vocab} tokens "
