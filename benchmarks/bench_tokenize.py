@@ -20,6 +20,9 @@ timed run is a fresh subprocess; its peak RSS is the sum over its whole process 
              writer filling a uint16 buffer, 256-int32 header shards
   megatron   tools/preprocess_data.py: Pool(W).imap(encode, file lines, 32) with json.loads and a
              Hugging Face tokenizer per worker, one writer (np.array(ids).tobytes() per doc) + .idx
+  megatron-fast  tools/preprocess_data_fast.py (Megatron's gigatoken path): gigatoken reads, parses
+             and encodes the whole file on its own thread pool (W threads), the documents held in
+             memory as one awkward array; EOD appended, one .bin write per 1 M documents, then the .idx
 The peers use tiktoken's "gpt2" encoding, which is downloaded on first use; here they use the
 tiktoken encoding prep builds from the same GPT-2 tokenizer.json (the same BPE, ids proven equal).
 """
@@ -388,6 +391,35 @@ def run_megatron(corpus: str, tokenizer: str, workers: int, out: str) -> dict:
     return {}
 
 
+def run_megatron_fast(corpus: str, tokenizer: str, workers: int, out: str) -> dict:
+    """Megatron-LM tools/preprocess_data_fast.py (one file, one json key, --append-eod): gigatoken's
+    `encode_files(JsonlFileSource(...), parallel=True)` over the whole file, then the documents in
+    chunks of 1 M: flattened, EOD inserted after each, one write each; then the .idx. Its tokenizer
+    is gigatoken's own from the tokenizer.json (Megatron builds it through its HF wrapper, a cost left
+    out here, as are the torch and transformers imports). W threads: gigatoken's rayon pool, sized
+    by RAYON_NUM_THREADS before its first use."""
+    os.environ["RAYON_NUM_THREADS"] = str(workers)
+    import awkward as ak
+    import gigatoken as gt
+
+    from pipeline.manifest import write_idx
+    spec = json.loads(Path(tokenizer).read_text())
+    eod = next(t["id"] for t in spec["added_tokens"] if t["content"] == "<|endoftext|>")
+    tok = gt.Tokenizer.from_json(json.dumps(spec))
+    docs = tok.encode_files(gt.JsonlFileSource([corpus], field="text"), parallel=True)
+    lengths = np.asarray(ak.num(docs, axis=1), dtype=np.int64)
+    keep = lengths > 0  # keep_empty is False
+    chunk = 1_000_000
+    with open(os.path.join(out, "megatron_text_document.bin"), "wb") as data_file:
+        for a in range(0, len(docs), chunk):
+            part = docs[a:a + chunk][keep[a:a + chunk]]
+            flat = np.asarray(ak.flatten(part)).astype(np.uint16)  # DType.optimal_dtype(50257)
+            ends = np.cumsum(np.asarray(ak.num(part, axis=1)))
+            data_file.write(np.insert(flat, ends, np.uint16(eod)).tobytes())
+    write_idx(os.path.join(out, "megatron_text_document.idx"), lengths[keep] + 1, np.uint16)
+    return {}
+
+
 @functools.cache
 def byte_compile_prep() -> None:
     """Write the .pyc files of the `pipeline` package that `prep` runs, as `pip install` does. From
@@ -478,7 +510,7 @@ def check_outputs(name: str, out: str, ref: dict) -> str:
         bins = sorted(glob.glob(os.path.join(out, "fineweb_*.bin")), key=lambda p: ("train" in p, p))
         got = stream_digest(np.fromfile(b, dtype=np.uint16, offset=1024) for b in bins)
         want = ref["eos_before"]
-    elif name == "megatron":
+    elif name in ("megatron", "megatron-fast"):
         got = stream_digest([np.fromfile(os.path.join(out, "megatron_text_document.bin"), dtype=np.uint16)])
         want = ref["eos_after"]
     elif name == "nanogpt":  # shuffled by train_test_split: compare the count and the sum of ids
@@ -591,10 +623,11 @@ def main() -> None:
 
     rows = ["ceiling/gigatoken", "ceiling/gigatoken+json", "ceiling/tiktoken", "ceiling/tiktoken-numpy", "ceiling/hf",
             "prep/auto", "prep/auto-cold", "prep/auto-u4", "prep/tiktoken", "prep/tiktoken-u4", "prep/hf", "llmc", "nanogpt",
-            "megatron"]
+            "megatron", "megatron-fast"]
     if "gigatoken" not in ref["exact"]:
         rows.remove("ceiling/gigatoken")
         rows.remove("ceiling/gigatoken+json")
+        rows.remove("megatron-fast")
     if args.only:
         rows = [r for r in rows if r in args.only.split(",")]
     results = {}
@@ -609,7 +642,7 @@ def main() -> None:
             shutil.rmtree(r["out"], ignore_errors=True)
             print(f"  {name}: {r.get('seconds', r['wall']):.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB", flush=True)
             results[name] = _merge(results.get(name), r)
-    scaled = [r for r in ("prep/auto", "prep/tiktoken") if r in rows]
+    scaled = [r for r in ("prep/auto", "prep/tiktoken", "megatron-fast") if r in rows]
     if args.scale > 1 and scaled:  # peak RSS must not grow with the corpus; steady-state throughput
         # repeated copies, then (auto only: gigatoken's cache is what grows with new text) new words
         for new_words, names in ((False, scaled), (True, [n for n in scaled if n == "prep/auto"])):
@@ -628,6 +661,7 @@ def main() -> None:
     path = args.report or str(ROOT / "benchmarks" / "results" /
                               f"{kind}_{machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
     raw = Path(path).with_suffix(".json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
     key = {"corpus_bytes": nbytes, "tokens": ref["tokens"], "workers": args.workers, "scale": args.scale}
     if args.accumulate and raw.exists():  # best time / highest peak RSS over this and earlier runs
         old = json.loads(raw.read_text())
@@ -654,6 +688,8 @@ def _subprocess_main(args) -> None:
         info = run_llmc(args.corpus, args.tokenizer, args.workers, args.out_dir)
     elif name == "megatron":
         info = run_megatron(args.corpus, args.tokenizer, args.workers, args.out_dir)
+    elif name == "megatron-fast":
+        info = run_megatron_fast(args.corpus, args.tokenizer, args.workers, args.out_dir)
     else:
         raise SystemExit(f"unknown run {name}")
     print(json.dumps(info))
@@ -676,6 +712,7 @@ ROW_LABELS = {
     "llmc": "llm.c fineweb.py style (Pool.imap/16, tiktoken)",
     "nanogpt": "nanoGPT prepare.py style (datasets.map, tiktoken)",
     "megatron": "Megatron preprocess_data.py style (Pool.imap/32, HF)",
+    "megatron-fast": "Megatron preprocess_data_fast.py style (gigatoken encode_files, W threads)",
 }
 
 
@@ -756,7 +793,7 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
     for row in ("prep/tiktoken", f"prep/tiktoken x{args.scale}", "prep/auto"):
         if row in results and tik_row:
             check(f"{row} vs ceiling ({tik_row.split('/')[1]})", results[tik_row]["seconds"] / secs(row), 0.9)
-    for peer, want in (("llmc", 1.0), ("nanogpt", 3.0), ("megatron", 5.0)):
+    for peer, want in (("llmc", 1.0), ("nanogpt", 3.0), ("megatron", 5.0), ("megatron-fast", 1.0)):
         for row in ("prep/auto", "prep/tiktoken"):
             if peer in results and row in results:
                 check(f"{row} vs {peer}", secs(peer) / secs(row), want)
