@@ -363,7 +363,8 @@ def _isal_errors() -> tuple[type, ...]:
 
 
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
-    """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress)."""
+    """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress).
+    Close both (`with raw, stream:`): a GzipFile or the zstd reader leaves the file it reads open."""
     return _decompressor(path, open_raw(path, storage_options))
 
 

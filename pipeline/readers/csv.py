@@ -345,7 +345,7 @@ def _raise_field_limit() -> None:
 
 def _read_header(unit: WorkUnit, source: SourceConfig, delimiter: str) -> list[str]:
     stream, raw = open_input(unit.path, source.storage_options)
-    with stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw):
         # small reads: every unit but the first reads the header, which is usually one short line
         lines = _Lines(stream, 0, -1, source.max_record_bytes or sys.maxsize, block=HEADER_BLOCK)
         try:
@@ -584,7 +584,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
 
     columnar = Columnar() if source.text_template is None else None
 
-    with stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw):
         try:
             for item in _iter_rows(stream, start, end, limit, delimiter, columnar):
                 if type(item) is _Texts:

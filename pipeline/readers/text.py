@@ -158,7 +158,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     meter = ByteProgress(unit, stream, raw)
     count = unit.start == 0  # line/piece numbers are known from the file start only
 
-    with stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw):
         if per_line:
             pos = seek_line_start(stream, unit.start)
             # a read block's lines at a time (see jsonl.iter_line_groups)
@@ -260,7 +260,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 continue
         else:
             stream, raw = open_input(path, so)
-            with stream, decode_errors(path, raw):
+            with raw, stream, decode_errors(path, raw):
                 data = _read_capped(stream.read, limit)
                 done += raw.tell()
             if limit is not None and len(data) > limit:
