@@ -10,7 +10,7 @@ benchmarks/data/ (apt-get install -y python3.11-doc linux-doc-6.1 perl-doc git-d
 Order: correctness first (every fast engine must give the reference `tokenizers` ids on every
 document; each pipeline's output must hold exactly the reference token stream), then timings. Each
 timed run is a fresh subprocess; its peak RSS is the sum over its whole process tree (psutil, every
-50 ms). `--repeat N` keeps the best time of N runs. Rows:
+50 ms). `--repeat N` keeps the best time of N runs, taken round-robin over the rows (the VM drifts). Rows:
   ceiling/*  the engine alone on in-memory texts, all cores (one forked process per core, each
              encoding its contiguous 1/W of the bytes; start barrier; no I/O, no parsing, no writing)
   prep/*     `prep tokenize` end to end (CLI start -> manifest written), backend auto / tiktoken / hf
@@ -636,7 +636,11 @@ def main() -> None:
             # untimed: fills this script's private proof cache, so every timed run (and its peak RSS)
             # is a warm one, like the x-scaled runs that follow; the cold path is its own row
             shutil.rmtree(timed(name, args)["out"], ignore_errors=True)
-        for _ in range(args.repeat):
+    # round-robin, not row by row: this VM's speed drifts by 30-60% within minutes, and rows run in
+    # blocks compared stretches, not pipelines (prep/auto vs megatron-fast, best of 6 in blocks:
+    # 1.20 vs 0.93 s; 8 interleaved pairs right after: prep faster in all 8, 0.88-1.18 vs 1.03-1.41 s)
+    for _ in range(args.repeat):
+        for name in rows:
             r = timed(name, args)
             r["check"] = check_outputs(name, r["out"], ref)
             shutil.rmtree(r["out"], ignore_errors=True)
@@ -649,9 +653,9 @@ def main() -> None:
             if not names:
                 continue
             big = scaled_corpus(args.corpus, args.scale, args.tmp, new_words)
-            for name in names:
-                row = f"{name} x{args.scale}{NEW_WORDS if new_words else ''}"
-                for _ in range(args.repeat):  # best of --repeat, as the 1x rows: one run is at the VM's mercy
+            for _ in range(args.repeat):  # best of --repeat, round-robin, as the 1x rows
+                for name in names:
+                    row = f"{name} x{args.scale}{NEW_WORDS if new_words else ''}"
                     r = timed(name, args, corpus=big)
                     shutil.rmtree(r["out"], ignore_errors=True)
                     results[row] = _merge(results.get(row), {**r, "scale": args.scale})
