@@ -597,7 +597,7 @@ def main() -> None:
     ap.add_argument("--report", default="", help="report path (default benchmarks/results/tokenize_<machine>_<yyyymm>.md)")
     ap.add_argument("--accumulate", action="store_true",
                     help="merge with the raw results of an earlier run of the same setup (<report>.json): "
-                         "best time and highest peak RSS per row")
+                         "best time and highest peak RSS per row; with --only none it only re-renders the report")
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
     ap.add_argument("--run", default="", help=argparse.SUPPRESS)
     ap.add_argument("--out-dir", default="", help=argparse.SUPPRESS)
@@ -672,7 +672,7 @@ def main() -> None:
         if {k: v for k, v in old.get("key", {}).items() if k != "runs"} == key:
             for name, r in old["results"].items():
                 results[name] = _merge(r, results[name]) if name in results else r
-            key["runs"] = old["key"].get("runs", 1) + 1
+            key["runs"] = old["key"].get("runs", 1) + (1 if rows else 0)  # `--only none`: re-render only
             print(f"accumulated with {raw} ({key['runs']} runs)")
     key.setdefault("runs", 1)
     raw.write_text(json.dumps({"key": key, "results": results}, indent=1))
@@ -770,10 +770,11 @@ def write_report(args, results: dict, ref: dict, nbytes: int, file_bytes: int, p
             lines.append(f"| {lab[:-1]}, copy k's letters rotated by k) | {secs:.2f} | {mbs:.1f} | - | - | - | "
                          f"{r['peak_rss'] / 2**20:.0f} | {r.get('runs', 1)} | - |")
             continue
-        lines.append(f"| {lab} | {secs:.2f} | {mbs:.1f} | {ref['tokens'] * scale / secs / 1e6:.2f} | "
-                     f"{mbs * 1e6 / top[1]:.2f} | {mbs * 1e6 / tik:.2f} | {r['peak_rss'] / 2**20:.0f} | "
-                     f"{r.get('runs', 1)} | {r.get('check', '-')} |"
-                     if top[1] and tik else f"| {lab} | {secs:.2f} | {mbs:.1f} | - | - | - | - | - | - |")
+        # a ratio column is "-" when its ceiling was not run (--only), the rest of the row stays
+        vs_top = f"{mbs * 1e6 / top[1]:.2f}" if top[1] else "-"
+        vs_tik = f"{mbs * 1e6 / tik:.2f}" if tik else "-"
+        lines.append(f"| {lab} | {secs:.2f} | {mbs:.1f} | {ref['tokens'] * scale / secs / 1e6:.2f} | {vs_top} | "
+                     f"{vs_tik} | {r['peak_rss'] / 2**20:.0f} | {r.get('runs', 1)} | {r.get('check', '-')} |")
     def secs(name):
         return results[name].get("seconds", results[name]["wall"]) / results[name].get("scale", 1)
 
