@@ -397,16 +397,21 @@ def run_megatron_fast(corpus: str, tokenizer: str, workers: int, out: str) -> di
     chunks of 1 M: flattened, EOD inserted after each, one write each; then the .idx. Its tokenizer
     is gigatoken's own from the tokenizer.json (Megatron builds it through its HF wrapper, a cost left
     out here, as are the torch and transformers imports). W threads: gigatoken's rayon pool, sized
-    by RAYON_NUM_THREADS before its first use."""
+    by RAYON_NUM_THREADS before its first use. Returns its phases' seconds (`--run megatron-fast`
+    prints them: where the peer's time goes)."""
     os.environ["RAYON_NUM_THREADS"] = str(workers)
+    t0 = time.perf_counter()
     import awkward as ak
     import gigatoken as gt
 
     from pipeline.manifest import write_idx
+    t1 = time.perf_counter()
     spec = json.loads(Path(tokenizer).read_text())
     eod = next(t["id"] for t in spec["added_tokens"] if t["content"] == "<|endoftext|>")
     tok = gt.Tokenizer.from_json(json.dumps(spec))
+    t2 = time.perf_counter()
     docs = tok.encode_files(gt.JsonlFileSource([corpus], field="text"), parallel=True)
+    t3 = time.perf_counter()
     lengths = np.asarray(ak.num(docs, axis=1), dtype=np.int64)
     keep = lengths > 0  # keep_empty is False
     chunk = 1_000_000
@@ -417,7 +422,10 @@ def run_megatron_fast(corpus: str, tokenizer: str, workers: int, out: str) -> di
             ends = np.cumsum(np.asarray(ak.num(part, axis=1)))
             data_file.write(np.insert(flat, ends, np.uint16(eod)).tobytes())
     write_idx(os.path.join(out, "megatron_text_document.idx"), lengths[keep] + 1, np.uint16)
-    return {}
+    t4 = time.perf_counter()
+    # numpy is imported before t0 (this script's own import), so "imports" is awkward + gigatoken
+    return {"phases_s": {"imports": round(t1 - t0, 3), "from_json": round(t2 - t1, 3),
+                         "encode_files": round(t3 - t2, 3), "write": round(t4 - t3, 3)}}
 
 
 @functools.cache
