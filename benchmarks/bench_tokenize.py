@@ -406,9 +406,9 @@ def run_megatron_fast(corpus: str, tokenizer: str, workers: int, out: str) -> di
 
     from pipeline.manifest import write_idx
     t1 = time.perf_counter()
-    spec = json.loads(Path(tokenizer).read_text())
-    eod = next(t["id"] for t in spec["added_tokens"] if t["content"] == "<|endoftext|>")
-    tok = gt.Tokenizer.from_json(json.dumps(spec))
+    text = Path(tokenizer).read_text()
+    eod = next(t["id"] for t in json.loads(text)["added_tokens"] if t["content"] == "<|endoftext|>")
+    tok = gt.Tokenizer.from_json(text)
     t2 = time.perf_counter()
     docs = tok.encode_files(gt.JsonlFileSource([corpus], field="text"), parallel=True)
     t3 = time.perf_counter()
