@@ -161,7 +161,7 @@ def old_iter_batches(unit, source, bad, batch_docs):
     replace = source.encoding_errors == "replace"
     meter = ByteProgress(unit, stream, raw)
     count_lines = unit.start == 0
-    with stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw):
         pos = jsonl.seek_line_start(stream, unit.start)
         lines = (previous_iter_lines(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end
                  else iter(()))
