@@ -51,9 +51,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline import joined
+
 __all__ = ["ByteLevelBPE", "GigatokenRanks", "check_structure", "sentencepiece_structure", "analyze", "gigatoken_definition",
            "gigatoken_ranks", "build_tiktoken",
-           "build_gigatoken", "gigatoken_available", "tiktoken_array_encoder", "torture_sample", "first_mismatch",
+           "build_gigatoken", "build_gigatoken_engines", "gigatoken_available", "tiktoken_array_encoder", "torture_sample", "first_mismatch",
            "describe_mismatch", "GPT2_PATTERN", "LLAMA3_PATTERN", "ENGINES"]
 
 # tokenizers' ByteLevel pre-tokenizer regex (use_regex: true); tiktoken's r50k/gpt2 pattern is the same
@@ -432,13 +434,16 @@ def gigatoken_ranks(d: dict, hf_tokenizer=None, analysis=None) -> GigatokenRanks
     return GigatokenRanks(_GIGATOKEN_SCHEMES[bpe.pat_str], lines, bpe.normalizer, offset)
 
 
-def _gigatoken_from_ranks(ranks: GigatokenRanks):
+def _gigatoken_from_ranks(ranks: GigatokenRanks, separator_rank: int | None = None):
     """gigatoken reads ranks only from a file (~0.7 MB for GPT-2): on Linux an anonymous in-memory
-    one (memfd), so a full or read-only TMPDIR cannot fail a worker's start; elsewhere a temporary file."""
+    one (memfd), so a full or read-only TMPDIR cannot fail a worker's start; elsewhere a temporary file.
+    `separator_rank`: the rank it gives joined.SEPARATOR."""
     import gigatoken
+    # no other special token: special-token strings stay plain text (prep's policy)
+    special = None if separator_rank is None else {joined.SEPARATOR: separator_rank}
 
-    def build(path: str):  # special_tokens None: special-token strings stay plain text (prep's policy)
-        return gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=ranks.scheme, special_tokens=None)
+    def build(path: str):
+        return gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=ranks.scheme, special_tokens=special)
     if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
         fd = os.memfd_create("prep-ranks")
         try:
@@ -457,39 +462,52 @@ def _gigatoken_from_ranks(ranks: GigatokenRanks):
         os.unlink(path)
 
 
-def gigatoken_definition(d: dict) -> str:
+def gigatoken_definition(d: dict, join_id: int | None = None) -> str:
     """The tokenizer.json gigatoken loads: added tokens removed (so special-token strings stay plain
-    text: prep's policy), truncation, padding and post-processing off."""
+    text: prep's policy), truncation, padding and post-processing off. `join_id`: the one special
+    token it keeps is joined.SEPARATOR, with that id (outside the vocabulary)."""
     import orjson  # 10x json.dumps on a 2 MB tokenizer.json
-    return orjson.dumps({**d, "added_tokens": [], "truncation": None, "padding": None,
+    added = [] if join_id is None else [{"id": join_id, "content": joined.SEPARATOR, "single_word": False,
+                                         "lstrip": False, "rstrip": False, "normalized": False, "special": True}]
+    return orjson.dumps({**d, "added_tokens": added, "truncation": None, "padding": None,
                          "post_processor": None}).decode()
 
 
 def build_gigatoken(definition: str | GigatokenRanks, prepared: bool = False, cache_bytes: int = 0
                     ) -> Callable[[str], np.ndarray]:
-    """gigatoken's BPE over a tokenizer.json (`prepared`: already made by `gigatoken_definition`) or
-    over `GigatokenRanks`; `cache_bytes` bounds its pre-token cache where gigatoken can (versions
-    after 0.10). Raises when gigatoken has no fast pre-tokenizer for the regex (it implements the
-    common families, GPT-2, Llama 3, Qwen, ..., not arbitrary regexes). 0.11 s for GPT-2's
-    tokenizer.json, 0.055 s for its ranks."""
+    """gigatoken's BPE, one document per call (`build_gigatoken_engines`)."""
+    return build_gigatoken_engines(definition, prepared, cache_bytes)[0]
+
+
+def build_gigatoken_engines(definition: str | GigatokenRanks, prepared: bool = False, cache_bytes: int = 0,
+                            join_id: int | None = None):
+    """gigatoken's BPE over a tokenizer.json (`prepared`: already made by `gigatoken_definition`, with
+    the same `join_id`) or over `GigatokenRanks`: (encode one text -> uint32 ids, encode a batch
+    joined (joined.joined_encoder) or None without `join_id`). `join_id`: the id the engine gives
+    joined.SEPARATOR, one past the largest id of the vocabulary; the one-document call then gives it
+    too, for a text holding the separator (the Encoder sends those to tokenizers).
+    `cache_bytes` bounds its pre-token cache where gigatoken can (versions after 0.10). Raises when
+    gigatoken has no fast pre-tokenizer for the regex (it implements the common families, GPT-2,
+    Llama 3, Qwen, ..., not arbitrary regexes). 0.11 s for GPT-2's tokenizer.json, 0.055 s for its ranks."""
     import gigatoken
     if cache_bytes > 0 and hasattr(gigatoken, "set_max_cache_bytes"):  # gigatoken > 0.10
         gigatoken.set_max_cache_bytes(cache_bytes)
+    offset = definition.id_offset if isinstance(definition, GigatokenRanks) else 0
     if isinstance(definition, GigatokenRanks):
-        tok = _gigatoken_from_ranks(definition)
+        tok = _gigatoken_from_ranks(definition, None if join_id is None else join_id - offset)
     else:
-        tok = gigatoken.Tokenizer.from_json(definition if prepared else gigatoken_definition(_loads(definition)))
+        tok = gigatoken.Tokenizer.from_json(definition if prepared else gigatoken_definition(_loads(definition), join_id))
     # Tokenizer.encode is a Python wrapper around its backend's: calling the backend directly saves
     # ~0.3 us per document (0.1 s per 324 K short documents). Whatever is called is what the proof
     # and the first-documents check run, so a changed backend cannot slip through unproven.
     backend = getattr(tok, "_backend", None)
     encode = backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
-    if not isinstance(definition, GigatokenRanks):
-        return encode
-    if definition.id_offset:
-        encode = _shifted(encode, definition.id_offset)
+    nfc = isinstance(definition, GigatokenRanks) and definition.normalizer == "NFC"
+    together = None if join_id is None else joined.joined_encoder(encode, join_id - offset, nfc, offset)
+    if offset:
+        encode = _shifted(encode, offset)
     # from ranks gigatoken knows no normalizer (from a tokenizer.json it applies NFC itself)
-    return _nfc(encode) if definition.normalizer == "NFC" else encode
+    return (_nfc(encode) if nfc else encode), together
 
 
 def _shifted(encode: Callable[[str], np.ndarray], offset: int) -> Callable[[str], np.ndarray]:

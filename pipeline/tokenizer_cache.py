@@ -22,7 +22,7 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "spec_key", "load", "store", "versions"]
 
-_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py")  # the proof's code is part of the key
+_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py", "joined.py")  # the proof's code is part of the key
 _ENGINES = ("tokenizers", "gigatoken", "tiktoken")
 
 

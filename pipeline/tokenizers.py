@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import tokenizer_cache, unicode_gaps
+from pipeline import joined, tokenizer_cache, unicode_gaps
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
 
@@ -100,6 +100,9 @@ class TokenizerSpec:
     # the non-special added tokens tokenizers cuts out of documents (Qwen 2.5's <tool_call>, ...), cut
     # out in front of the fast engine the same way (added_tokens.PlainAddedTokens); None: none
     plain_added: object = field(default=None, repr=False, compare=False)
+    # the id gigatoken gives joined.SEPARATOR, when short documents are encoded a batch per call
+    # (proven on the torture sample joined); None: one document per call
+    join_id: int | None = field(default=None, repr=False, compare=False)
 
     def manifest_dict(self) -> dict:
         return {"name": self.name, "backend": self.backend, "backend_version": self.backend_version,
@@ -119,7 +122,8 @@ class TokenizerSpec:
             from pipeline.fast_bpe import tiktoken_array_encoder
             return Encoder(self, encode_one=tiktoken_array_encoder(_tiktoken_encoding(self.definition)))
         if self.backend in ("tiktoken", "gigatoken"):
-            return Encoder(self, encode_one=_build_fast(self), reference=True)
+            encode, together = _build_fast_engines(self)
+            return Encoder(self, encode_one=encode, encode_joined=together, reference=True)
         raise PrepError(f"tokenizer.backend: unknown backend {self.backend!r}")
 
 
@@ -133,9 +137,11 @@ class Encoder:
     """
 
     def __init__(self, spec: TokenizerSpec, encode_one: Callable[[str], np.ndarray] | None = None,
-                 encode_lists: Callable[[list[str]], list[list[int]]] | None = None, reference: bool = False):
+                 encode_lists: Callable[[list[str]], list[list[int]]] | None = None, reference: bool = False,
+                 encode_joined: Callable | None = None):
         self.spec = spec
         self._encode_one = encode_one
+        self._encode_joined = encode_joined  # joined.joined_encoder: short documents a batch per call
         self._encode_lists = encode_lists
         self.prefix = [spec.bos_id] if spec.boundary in ("bos", "both") else []
         self.suffix = [spec.eos_id] if spec.boundary in ("eos", "both") else []
@@ -175,7 +181,17 @@ class Encoder:
             return self._from_lists(self._encode_lists(texts))
         # before encoding: an engine that reads a str's UTF-8 leaves it cached in the object, and the
         # O(1) width test in unicode_gaps then sees every non-ASCII text as wide (57 MB: 5 -> 50 ms)
-        referred = self._gaps.find(texts) if self._gaps is not None else ()
+        referred = self._gaps.find(texts) if self._gaps is not None else []
+        if (self._encode_joined is not None and not referred and len(texts) > 1
+                and sum(map(len, texts)) < joined.JOIN_MEAN_CHARS * len(texts)):
+            together = self._encode_joined(texts)
+            if together is not None:
+                if self._verify_left > 0:
+                    self._verify(texts, joined.split_documents(*together))
+                self._check_memory()
+                return self._from_joined(*together, dtype)
+        if self._encode_joined is not None:  # the engine gives the separator's id for its text
+            referred = sorted({*referred, *joined.holding_separator(texts)})
         arrays = list(map(self._encode_one, texts))
         for i in referred:  # rare: characters newer than tokenizers' Unicode tables
             arrays[i] = np.array(self._reference_encoder().encode(texts[i], add_special_tokens=False).ids,
@@ -183,9 +199,12 @@ class Encoder:
             self.num_referred += 1
         if self._verify_left > 0:
             self._verify(texts, arrays)
+        self._check_memory()
+        return self._from_arrays(arrays, dtype)
+
+    def _check_memory(self) -> None:
         if self._rss_limit and _rss_bytes() > self._rss_limit:
             self._rebuild()
-        return self._from_arrays(arrays, dtype)
 
     def _reference_encoder(self):
         if self._reference is None:
@@ -207,6 +226,25 @@ class Encoder:
         if extra and ids.size:
             ids = self._add_boundaries(ids, raw, lengths)
         return ids, lengths
+
+    def _from_joined(self, ids: np.ndarray, cuts: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_joined`'s ids (separator ids at `cuts`) -> what `_from_arrays` gives."""
+        raw = np.diff(cuts, prepend=-1, append=ids.size) - 1
+        extra = len(self.prefix) + len(self.suffix)
+        lengths = np.where(raw > 0, raw + extra, 0)
+        if extra == 1 and raw.all():  # one boundary id per document, none empty: it takes the separators' places
+            out = np.empty(ids.size + 1, dtype)
+            if self.suffix:
+                out[:-1] = ids  # an unchecked cast where `fits`, as np.concatenate's casting="unsafe"
+                out[cuts] = out[-1] = self.suffix[0]
+            else:
+                out[1:] = ids
+                out[cuts + 1] = out[0] = self.prefix[0]
+            return out, lengths
+        body = np.delete(ids, cuts)
+        if extra and body.size:
+            body = self._add_boundaries(body, raw, lengths)
+        return body.astype(dtype, casting="unsafe", copy=False), lengths
 
     def _add_boundaries(self, ids: np.ndarray, raw: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Documents' ids uint32[sum(raw)] -> with prefix and suffix ids around each non-empty one,
@@ -266,9 +304,9 @@ class Encoder:
         GIGATOKEN_CACHE_BYTES on top of it. One process on 30 units (250 MB) of new text, with a 24
         MiB bound: the limit climbed 124 -> 136 -> 152 MiB over 2 rebuilds; trimmed first, it stays
         at 130-137 MiB over 5 (an old engine dropped and trimmed: 41-68 -> 5-6 MiB above the first)."""
-        self._encode_one = None
+        self._encode_one = self._encode_joined = None
         _release_memory()
-        self._encode_one = _build_fast(self.spec)
+        self._encode_one, self._encode_joined = _build_fast_engines(self.spec)
         self._rss_limit = _rss_bytes() + GIGATOKEN_CACHE_BYTES
         self.num_rebuilds += 1
 
@@ -299,20 +337,22 @@ def _hf_tokenizer(definition: str):
     return tok
 
 
-def _build_fast(spec: TokenizerSpec) -> Callable[[str], np.ndarray]:
+def _build_fast_engines(spec: TokenizerSpec) -> tuple[Callable[[str], np.ndarray], Callable | None]:
+    """(encode one text, encode a batch joined or None): what the workers run."""
     from pipeline import fast_bpe
     data = spec.engine_data
+    together = None
     if spec.backend == "gigatoken":
         prepared = isinstance(data, (str, fast_bpe.GigatokenRanks))
-        encode = fast_bpe.build_gigatoken(data if prepared else spec.definition, prepared=prepared,
-                                          cache_bytes=GIGATOKEN_CACHE_BYTES)
+        encode, together = fast_bpe.build_gigatoken_engines(data if prepared else spec.definition, prepared=prepared,
+                                                            cache_bytes=GIGATOKEN_CACHE_BYTES, join_id=spec.join_id)
     else:
         if not isinstance(data, fast_bpe.ByteLevelBPE):
             data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
             if data is None:  # the parent checked this definition: only an edited spec gets here
                 raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
         encode = fast_bpe.build_tiktoken(data)
-    return spec.plain_added.wrap(encode) if spec.plain_added is not None else encode
+    return (spec.plain_added.wrap(encode), None) if spec.plain_added is not None else (encode, together)
 
 
 def _make_plain(tok) -> None:
@@ -437,6 +477,11 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     failures = []
     analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
+    # gigatoken encodes short documents a batch per call (joined.py), the batch joined by a separator
+    # it knows as this id; not where added tokens are cut out in front of it, nor for SentencePiece
+    # (tokenizers gives the leading "▁" only to a text's first piece between special tokens)
+    join_id = max(d["model"]["vocab"].values()) + 1 if plain is None and not sentencepiece else None
+
     def candidates():
         """(engine, label, what it is built from), fastest first."""
         if sentencepiece:
@@ -449,7 +494,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                 ranks = fast_bpe.gigatoken_ranks(d, tok, analysis)  # half the build time of the tokenizer.json
                 if ranks is not None:
                     yield engine, "gigatoken from ranks", ranks
-                yield engine, engine, fast_bpe.gigatoken_definition(d)
+                yield engine, engine, fast_bpe.gigatoken_definition(d, join_id)
             else:
                 data, why = analysis()
                 if data is None:
@@ -457,13 +502,29 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                     continue
                 yield engine, engine, data
 
+    def prove(engine: str, data, join: int | None):
+        """What the workers run (_build_fast_engines), built and compared with tokenizers on `sample`:
+        (encode, encode_joined or None, the first mismatch or None)."""
+        if engine == "gigatoken":
+            encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join)
+        else:
+            encode, together = fast_bpe.build_tiktoken(data), None
+        if plain is not None:
+            encode = plain.wrap(encode)
+        return encode, together, fast_bpe.first_mismatch(want, [encode(t) for t in sample])
+
     for engine, label, data in candidates():
+        join = join_id if engine == "gigatoken" else None
         try:
-            encode = (fast_bpe.build_gigatoken(data, prepared=True) if engine == "gigatoken"
-                      else fast_bpe.build_tiktoken(data))
-            if plain is not None:  # what the workers run (_build_fast) is what is proved
-                encode = plain.wrap(encode)
-            found = fast_bpe.first_mismatch(want, [encode(t) for t in sample])
+            encode, together, found = prove(engine, data, join)
+            if found is None and together is not None:
+                joined_found = _joined_mismatch(together, sample, want)
+                if joined_found:  # one document per call, from an engine that does not know the separator
+                    failures.append(f"{label} cannot encode documents joined: {joined_found}")
+                    join = None
+                    if not isinstance(data, fast_bpe.GigatokenRanks):
+                        data = fast_bpe.gigatoken_definition(d)
+                    encode, together, found = prove(engine, data, join)
         except Exception as e:  # gigatoken: no fast pre-tokenizer for this regex; anything else: not proven
             failures.append(f"{label} could not load it ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
             continue
@@ -474,9 +535,19 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
-                       engine_data=data, unicode_gaps=gaps, plain_added=plain,
+                       engine_data=data, unicode_gaps=gaps, plain_added=plain, join_id=join,
                        max_engine_id=max([*d["model"]["vocab"].values(), *(plain.ids if plain else ())]))
     return unavailable("; ".join(failures))
+
+
+def _joined_mismatch(encode_joined, sample: list[str], want: list[list[int]]) -> str:
+    """Why the torture sample encoded joined (joined.py) does not give tokenizers' ids, "" if it does."""
+    from pipeline import fast_bpe
+    together = encode_joined(sample)
+    if together is None:
+        return "the separator was not found between every two documents"
+    found = fast_bpe.first_mismatch(want, joined.split_documents(*together))
+    return "" if found is None else f"other ids on {fast_bpe.describe_mismatch(sample, found)}"
 
 
 def _sentencepiece_refusal(d: dict, cfg: TokenizerConfig) -> str:

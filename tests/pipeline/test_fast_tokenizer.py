@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import added_tokens, fast_bpe, unicode_gaps
+from pipeline import added_tokens, fast_bpe, joined, unicode_gaps
 from pipeline import tokenizers as ptok
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
@@ -545,7 +545,7 @@ def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, r
 def test_gigatoken_falls_back_to_the_tokenizer_json_not_to_a_slower_engine(trained, monkeypatch):
     monkeypatch.setenv("PREP_CACHE_DIR", "off")  # prove it again
 
-    def refuse(ranks):
+    def refuse(ranks, separator_rank=None):
         raise RuntimeError("ranks must be dense")
     monkeypatch.setattr(fast_bpe, "_gigatoken_from_ranks", refuse)
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_specials_last"])))
@@ -731,6 +731,134 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
     np.testing.assert_array_equal(narrow_len, len_h)
 
 
+# -- short documents a batch per call (pipeline/joined.py) ------------------------------------------
+# gigatoken from ranks (special tokens first: ids shifted; last), a Split regex, an NFC normalizer; and
+# from the tokenizer.json ("@json": gigatoken applies the normalizer itself)
+JOINED = ["gpt2_style", "gpt2_specials_last", "llama3_style", "qwen2_style", "gpt2_style@json", "qwen2_style@json"]
+_joined_encoders: dict = {}
+
+
+def _joined_spec(trained, name: str, backend: str = "auto"):
+    """The spec of tokenizer `name` (bos <|im_start|>), proven once per module."""
+    key = ("spec", name, backend)
+    if key not in _joined_encoders:
+        _joined_encoders[key] = _load_joined_spec(trained, name, bos_token="<|im_start|>", backend=backend)
+    return _joined_encoders[key]
+
+
+def _load_joined_spec(trained, name: str, **cfg):
+    from unittest import mock
+    name, _, source = name.partition("@")
+    cfg = TokenizerConfig(path=str(trained[name]), **cfg)
+    if source != "json":
+        return load_tokenizer(cfg)
+    with mock.patch.dict(os.environ, {"PREP_CACHE_DIR": "off"}), \
+            mock.patch.object(fast_bpe, "gigatoken_ranks", lambda *a, **k: None):
+        spec = load_tokenizer(cfg)
+    assert cfg.backend == "hf" or isinstance(spec.engine_data, str)
+    return spec
+
+
+def _joined_pair(trained, name: str, boundary: str):
+    """(hf encoder, the fast encoder as workers build it) for tokenizer `name`, made once per module."""
+    from dataclasses import replace
+    key = (name, boundary)  # proven once per tokenizer: the boundary does not change the proof
+    if key not in _joined_encoders:
+        _joined_encoders[key] = tuple(replace(_joined_spec(trained, name, backend), boundary=boundary).build_encoder()
+                                      for backend in ("hf", "auto"))
+    return _joined_encoders[key]
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_gigatoken_joins_short_documents_where_proven(trained):
+    for name in JOINED:
+        spec = _joined_spec(trained, name)
+        vocab = json.loads(trained[name.partition("@")[0]].read_text())["model"]["vocab"]
+        assert spec.backend == "gigatoken" and spec.join_id == max(vocab.values()) + 1, name
+        assert spec.build_encoder()._encode_joined is not None
+    # not where added tokens are cut out in front of the engine, nor for SentencePiece
+    for name in ("qwen25_style", "deepseek_v3_style", "llama2_style"):
+        spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
+        assert spec.backend == "gigatoken" and spec.join_id is None, name
+        assert spec.build_encoder()._encode_joined is None
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(_unicode, _mixed, _words, st.sampled_from(["", joined.SEPARATOR, f"a{joined.SEPARATOR}b",
+                                                                         "\ufdd0", "\ufdd1 x"])),
+                      min_size=2, max_size=10),
+       name=st.sampled_from(JOINED), boundary=st.sampled_from(["eos", "bos", "both", "none"]),
+       dtype=st.sampled_from([np.uint32, np.uint16]))
+def test_joined_batches_give_tokenizers_ids(trained, texts, name, boundary, dtype):
+    """Whatever the batch holds (empty documents, the separator itself, halves of it, any Unicode):
+    the same ids and lengths as tokenizers, with every boundary policy and output dtype."""
+    hf, fast = _joined_pair(trained, name, boundary)
+    want, want_len = hf.encode_batch(texts)
+    got, got_len = fast.encode_batch(texts, dtype)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want.astype(dtype))
+    np.testing.assert_array_equal(got_len, want_len)
+    assert int(got_len.sum()) == got.size
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_joined_path_is_taken_for_short_documents_only(trained, monkeypatch):
+    hf, fast = _joined_pair(trained, "gpt2_style", "eos")
+    calls = []
+    real = fast._encode_joined
+    monkeypatch.setattr(fast, "_encode_joined", lambda texts: calls.append(len(texts)) or real(texts))
+    short = TRAIN_TEXT[:6]
+    long = [t * 60 for t in TRAIN_TEXT[:6]]  # ~5,000 characters each
+    for texts in (short, long, short[:1]):
+        np.testing.assert_array_equal(fast.encode_batch(texts)[0], hf.encode_batch(texts)[0])
+    assert calls == [6]  # not for long documents, nor for a batch of one
+    # a document holding the separator: that batch one document per call, that document by tokenizers
+    held = ["x", f"plain {joined.SEPARATOR} text", "y"]
+    before = fast.num_referred
+    np.testing.assert_array_equal(fast.encode_batch(held)[0], hf.encode_batch(held)[0])
+    assert calls == [6, 3] and fast.num_referred == before + 1
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_worker_verification_checks_the_joined_path(trained):
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    enc = spec.build_encoder()
+    good = enc._encode_joined
+    enc._encode_joined = lambda texts: good([t.replace("fox", "cat") for t in texts])
+    texts = ["the quick brown fox", "jumps"]
+    enc.encode_batch(texts)  # not armed: not checked
+    enc.verify_next_documents()
+    with pytest.raises(FastPathMismatch, match="text 0"):
+        enc.encode_batch(texts)
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_a_joined_mismatch_in_the_proof_keeps_one_document_per_call(trained, monkeypatch):
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")  # prove it again
+    real = joined.joined_encoder
+
+    def off_by_one(*args, **kwargs):
+        together = real(*args, **kwargs)
+
+        def wrong(texts):
+            ids, cuts = together(texts)
+            ids[-1] = 3 if ids[-1] != 3 else 4
+            return ids, cuts
+        return wrong
+    monkeypatch.setattr(joined, "joined_encoder", off_by_one)
+    for name in ("gpt2_style", "gpt2_style@json"):  # from ranks, from a tokenizer.json
+        spec = _load_joined_spec(trained, name)
+        assert spec.backend == "gigatoken" and spec.join_id is None
+        assert "cannot encode documents joined: other ids on text" in spec.backend_reason
+        enc = spec.build_encoder()
+        assert enc._encode_joined is None
+        hf = _joined_spec(trained, name, backend="hf").build_encoder()
+        held = ["x", f"plain {joined.SEPARATOR} text"]  # the engine does not know the separator now:
+        np.testing.assert_array_equal(enc.encode_batch(held)[0], hf.encode_batch(held)[0])
+        assert enc.num_referred == 0  # its own ids, no detour through tokenizers
+
+
 def test_an_engine_id_past_the_dtype_keeps_the_range_check(trained, tmp_path):
     """A vocabulary that names an id past what its size implies (transformers#2825's shape): the
     dtype chosen from the size is uint16, the encoder does not claim its ids fit, and the worker's
@@ -800,8 +928,12 @@ def test_first_unit_is_verified_in_the_worker(trained, tmp_path, monkeypatch):
     """process_unit arms the check for unit 0: a wrong engine stops the run (not a failed unit)."""
     from pipeline.executor import tokenize
     from pipeline.recipe import Recipe
-    real = ptok._build_fast
-    monkeypatch.setattr(ptok, "_build_fast", lambda spec: (lambda t, enc=real(spec): enc(t.replace("o", "0"))))
+    real = ptok._build_fast_engines
+
+    def wrong(spec):  # both ways of encoding give other ids
+        encode, together = real(spec)
+        return (lambda t: encode(t.replace("o", "0"))), together and (lambda ts: together([t.replace("o", "0") for t in ts]))
+    monkeypatch.setattr(ptok, "_build_fast_engines", wrong)
     _corpus(tmp_path / "corpus.jsonl", 40)
     recipe = Recipe.from_dict({"name": "t", "source": {"path": str(tmp_path / "corpus.jsonl")},
                                "tokenizer": {"path": str(trained["gpt2_style"])},
@@ -831,9 +963,9 @@ def test_gigatoken_cache_guard_returns_the_old_engine_before_building(trained, m
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
     enc = spec.build_encoder()
     events = []
-    real_build = ptok._build_fast
+    real_build = ptok._build_fast_engines
     monkeypatch.setattr(ptok, "_release_memory", lambda: events.append(("trim", enc._encode_one)))
-    monkeypatch.setattr(ptok, "_build_fast", lambda s: events.append(("build", None)) or real_build(s))
+    monkeypatch.setattr(ptok, "_build_fast_engines", lambda s: events.append(("build", None)) or real_build(s))
     monkeypatch.setattr(ptok, "_rss_bytes", lambda: 100 << 20)
     enc._rebuild()
     assert events == [("trim", None), ("build", None)]  # the old engine unreferenced, trimmed, then built
