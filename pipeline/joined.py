@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["SEPARATOR", "JOIN_MEAN_CHARS", "joined_encoder", "holding_separator", "split_documents"]
+__all__ = ["SEPARATOR", "JOIN_MEAN_CHARS", "JOIN_BATCH_FACTOR", "joined_encoder", "holding_separator", "split_documents"]
 
 SEPARATOR = "\ufdd0\ufdd1"
 _SEPARATOR_BYTES = SEPARATOR.encode()
@@ -40,6 +40,13 @@ _SEPARATOR_BYTES = SEPARATOR.encode()
 # joined, 190 / 84 ms at 156 characters, 143 / 68 at 314, 87 / 53 at 631, 59 / 50 at 1,263,
 # 51 / 41 at 2,529, 41 / 58 at 5,058.
 JOIN_MEAN_CHARS = 2048
+# An encoder that joins takes this many times the recipe's batch_docs per batch: the per-batch Python
+# (the call, the split, the masks, the writes) then weighs less on short documents, while the Batcher's
+# character cap (filters.BATCH_CHARS) still bounds a batch of long ones. 324 K paragraphs, 2 workers,
+# 4096 against 512 documents: medians 1.136 against 1.198 s, 5 of 5 interleaved pairs, identical
+# shards. One call per document loses with batches that large (8192: 4.24-4.74 against 3.70-4.38 s on
+# 1.3 M paragraphs, session 13), so engines that do not join keep batch_docs.
+JOIN_BATCH_FACTOR = 8
 
 
 def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc: bool = False,

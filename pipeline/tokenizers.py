@@ -165,6 +165,10 @@ class Encoder:
             return self._encode_lists(texts)
         return [a.tolist() for a in map(self._encode_one, texts)]
 
+    def batch_docs(self, requested: int) -> int:
+        """Documents per batch for a recipe's `batch_docs`: more where short documents are joined."""
+        return requested * joined.JOIN_BATCH_FACTOR if self._encode_joined is not None else requested
+
     def fits(self, dtype) -> bool:
         """Whether every id this encoder can give (engine and boundary ids) is known to fit `dtype`:
         then `encode_batch(texts, dtype)` casts while concatenating (one pass over the tokens instead

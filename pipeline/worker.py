@@ -85,7 +85,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
     dedup = DedupLog() if recipe.dedup == "exact" else None  # hashes of written docs, for finalize
     try:
-        for batch in get_reader(unit.format).iter_batches(unit, source, bad, recipe.batch_docs):
+        for batch in get_reader(unit.format).iter_batches(unit, source, bad, encoder.batch_docs(recipe.batch_docs)):
             docs = tokens = 0
             if batch.texts:
                 ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype)

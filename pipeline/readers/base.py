@@ -34,9 +34,14 @@ from pipeline.errors import PrepError
 from pipeline.recipe import is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
+# Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
+# worker's batch size, so a large one (joined encoders take 8x batch_docs: pipeline/joined.py) does
+# not hold thousands of long documents as Arrow buffers and Python strings at once; the Batcher gathers
+# reads into batches and caps them by characters.
+READ_ROWS = 512
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.base import BadRecords, DocBatch, WorkUnit, local_path
+from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
 from pipeline.recipe import HF_SAVED_MARKERS, SourceConfig, is_local_saved_dataset, is_url
 
 __all__ = ["plan", "iter_batches", "warn_unbalanced", "load"]
@@ -230,7 +230,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     if ds.column_names is not None:
         ds = (ds.select if unit.paths else ds.select_columns)([c for c in extract.columns if c in ds.column_names])
     row = unit.start if not streamed else 0
-    for columns in _iter_column_batches(ds, unit, batch_docs, where, streamed):
+    for columns in _iter_column_batches(ds, unit, min(batch_docs, READ_ROWS), where, streamed):
         values = columns.get(extract.field) if plain else None
         n = len(next(iter(columns.values()))) if columns else 0
         for i in range(n):

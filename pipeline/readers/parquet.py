@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.base import BadRecords, DocBatch, WorkUnit, file_size, open_raw
+from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, file_size, open_raw
 from pipeline.recipe import SourceConfig
 
 __all__ = ["plan", "iter_batches"]
@@ -114,7 +114,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         row0 = sum(meta.row_group(i).num_rows for i in range(unit.start))
         pending_bytes = 0
         for rg in range(unit.start, end):
-            batches = pf.iter_batches(batch_size=batch_docs, row_groups=[rg], columns=columns, use_threads=False)
+            batches = pf.iter_batches(batch_size=min(batch_docs, READ_ROWS), row_groups=[rg], columns=columns,
+                                      use_threads=False)
             while True:
                 try:
                     rb = next(batches, None)

@@ -813,6 +813,7 @@ def test_joined_path_is_taken_for_short_documents_only(trained, monkeypatch):
     for texts in (short, long, short[:1]):
         np.testing.assert_array_equal(fast.encode_batch(texts)[0], hf.encode_batch(texts)[0])
     assert calls == [6]  # not for long documents, nor for a batch of one
+    assert fast.batch_docs(512) == 512 * joined.JOIN_BATCH_FACTOR and hf.batch_docs(512) == 512
     # a document holding the separator: that batch one document per call, that document by tokenizers
     held = ["x", f"plain {joined.SEPARATOR} text", "y"]
     before = fast.num_referred
