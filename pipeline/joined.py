@@ -65,8 +65,9 @@ def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc
         try:
             # bytes, not a joined str: one wide (non-Latin-1) text would make the whole joined str 2-4
             # bytes per character, which the engine then converts to UTF-8 (631-character documents:
-            # 79 against 53 ms per 12 MB)
-            data = _SEPARATOR_BYTES.join([t.encode() for t in texts])
+            # 79 against 53 ms per 12 MB); map, not a list comprehension: 12.9 against 18.4 ms per 100 K
+            # paragraphs in batches of 4096
+            data = _SEPARATOR_BYTES.join(map(str.encode, texts))
         except UnicodeEncodeError:
             return None
         ids = encode(data)
