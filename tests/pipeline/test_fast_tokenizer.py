@@ -804,7 +804,10 @@ def test_joined_batches_give_tokenizers_ids(trained, texts, name, boundary, dtyp
 
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
 def test_joined_path_is_taken_for_short_documents_only(trained, monkeypatch):
-    hf, fast = _joined_pair(trained, "gpt2_style", "eos")
+    hf = _joined_pair(trained, "gpt2_style", "eos")[0]
+    fast = _joined_spec(trained, "gpt2_style").build_encoder()
+    # no rebuild by the memory guard: it would replace the patched call (the suite's RSS grows)
+    fast._rss_limit = 0
     calls = []
     real = fast._encode_joined
     monkeypatch.setattr(fast, "_encode_joined", lambda texts: calls.append(len(texts)) or real(texts))
@@ -825,6 +828,7 @@ def test_joined_path_is_taken_for_short_documents_only(trained, monkeypatch):
 def test_worker_verification_checks_the_joined_path(trained):
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
     enc = spec.build_encoder()
+    enc._rss_limit = 0  # no rebuild by the memory guard: it would replace the patched call
     good = enc._encode_joined
     enc._encode_joined = lambda texts: good([t.replace("fox", "cat") for t in texts])
     texts = ["the quick brown fox", "jumps"]
@@ -911,6 +915,7 @@ def test_boundary_ids_go_around_every_non_empty_document(docs, boundary, interle
 def test_worker_verification_catches_a_mismatch(trained):
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
     enc = spec.build_encoder()
+    enc._rss_limit = 0  # no rebuild by the memory guard: it would replace the patched call
     good = enc._encode_one
     enc._encode_one = lambda text: good(text.replace("fox", "cat"))
     enc.encode_batch(["the quick brown fox"])  # not armed: not checked
