@@ -197,7 +197,7 @@ class Encoder:
         if self._encode_joined is not None:  # the engine gives the separator's id for its text
             referred = sorted({*referred, *joined.holding_separator(texts)})
         arrays = list(map(self._encode_one, texts))
-        for i in referred:  # rare: characters newer than tokenizers' Unicode tables
+        for i in referred:  # rare: characters newer than tokenizers' Unicode tables, or joined.SEPARATOR
             arrays[i] = np.array(self._reference_encoder().encode(texts[i], add_special_tokens=False).ids,
                                  dtype=np.uint32)
             self.num_referred += 1
