@@ -503,9 +503,9 @@ def build_gigatoken_engines(definition: str | GigatokenRanks, prepared: bool = F
     backend = getattr(tok, "_backend", None)
     encode = backend.encode if callable(getattr(backend, "encode", None)) else tok.encode
     nfc = isinstance(definition, GigatokenRanks) and definition.normalizer == "NFC"
-    together = None if join_id is None else joined.joined_encoder(encode, join_id - offset, nfc, offset)
-    if offset:
+    if offset:  # the separator's rank comes back as join_id too
         encode = _shifted(encode, offset)
+    together = None if join_id is None else joined.joined_encoder(encode, join_id, nfc)
     # from ranks gigatoken knows no normalizer (from a tokenizer.json it applies NFC itself)
     return (_nfc(encode) if nfc else encode), together
 

@@ -49,16 +49,14 @@ JOIN_MEAN_CHARS = 2048
 JOIN_BATCH_FACTOR = 8
 
 
-def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc: bool = False,
-                   id_offset: int = 0) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray] | None]:
+def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc: bool = False
+                   ) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray] | None]:
     """texts -> (ids uint32 with a separator id between each two documents, the separators'
     positions int64[len(texts) - 1]), or None when a document holds the separator (or a lone
     surrogate, which has no UTF-8): encode that batch one document per call.
 
-    `encode`: the engine's own call, UTF-8 bytes -> uint32 ids, which knows SEPARATOR as
-    `separator_id`; `nfc`: normalize each text first (what the one-document path does); `id_offset`:
-    added to every id after the split (gigatoken built from ranks; the separator positions are found
-    on the engine's own ids)."""
+    `encode`: the engine's call (with any id shift), UTF-8 bytes -> uint32 ids, which gives SEPARATOR
+    as `separator_id`; `nfc`: normalize each text first (what the one-document path does)."""
     def encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         if nfc:
             texts = [t if unicodedata.is_normalized("NFC", t) else unicodedata.normalize("NFC", t) for t in texts]
@@ -74,15 +72,8 @@ def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc
         cuts = np.flatnonzero(ids == separator_id)
         if cuts.size != len(texts) - 1:
             return None
-        if id_offset:
-            ids = ids + np.uint32(id_offset) if not ids.flags.writeable else _shift(ids, id_offset)
         return ids, cuts
     return encode_joined
-
-
-def _shift(ids: np.ndarray, offset: int) -> np.ndarray:
-    ids += np.uint32(offset)
-    return ids
 
 
 def holding_separator(texts: Sequence[str]) -> list[int]:
