@@ -480,12 +480,13 @@ def build_gigatoken(definition: str | GigatokenRanks, prepared: bool = False, ca
 
 
 def build_gigatoken_engines(definition: str | GigatokenRanks, prepared: bool = False, cache_bytes: int = 0,
-                            join_id: int | None = None):
+                            join_id: int | None = None, plain_added=None):
     """gigatoken's BPE over a tokenizer.json (`prepared`: already made by `gigatoken_definition`, with
     the same `join_id`) or over `GigatokenRanks`: (encode one text -> uint32 ids, encode a batch
     joined (joined.joined_encoder) or None without `join_id`). `join_id`: the id the engine gives
-    joined.SEPARATOR, one past the largest id of the vocabulary; the one-document call then gives it
-    too, for a text holding the separator (the Encoder sends those to tokenizers).
+    joined.SEPARATOR, one past the largest id of the vocabulary and the added tokens; the one-document
+    call then gives it too, for a text holding the separator (the Encoder sends those to tokenizers).
+    `plain_added` (added_tokens.PlainAddedTokens): non-special added tokens both calls cut out first.
     `cache_bytes` bounds its pre-token cache where gigatoken can (versions after 0.10). Raises when
     gigatoken has no fast pre-tokenizer for the regex (it implements the common families, GPT-2,
     Llama 3, Qwen, ..., not arbitrary regexes). 0.11 s for GPT-2's tokenizer.json, 0.055 s for its ranks."""
@@ -505,9 +506,13 @@ def build_gigatoken_engines(definition: str | GigatokenRanks, prepared: bool = F
     nfc = isinstance(definition, GigatokenRanks) and definition.normalizer == "NFC"
     if offset:  # the separator's rank comes back as join_id too
         encode = _shifted(encode, offset)
-    together = None if join_id is None else joined.joined_encoder(encode, join_id, nfc)
     # from ranks gigatoken knows no normalizer (from a tokenizer.json it applies NFC itself)
-    return (_nfc(encode) if nfc else encode), together
+    one = _nfc(encode) if nfc else encode
+    if plain_added is not None:
+        one = plain_added.wrap(one)
+    cut = None if plain_added is None else (plain_added.found_in_utf8(), one)
+    together = None if join_id is None else joined.joined_encoder(encode, join_id, nfc, cut)
+    return one, together
 
 
 def _shifted(encode: Callable[[str], np.ndarray], offset: int) -> Callable[[str], np.ndarray]:

@@ -49,17 +49,20 @@ JOIN_MEAN_CHARS = 2048
 JOIN_BATCH_FACTOR = 8
 
 
-def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc: bool = False
+def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc: bool = False,
+                   cut: tuple[Callable[[bytes], bool], Callable[[str], np.ndarray]] | None = None
                    ) -> Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray] | None]:
     """texts -> (ids uint32 with a separator id between each two documents, the separators'
     positions int64[len(texts) - 1]), or None when a document holds the separator (or a lone
     surrogate, which has no UTF-8): encode that batch one document per call.
 
     `encode`: the engine's call (with any id shift), UTF-8 bytes -> uint32 ids, which gives SEPARATOR
-    as `separator_id`; `nfc`: normalize each text first (what the one-document path does)."""
+    as `separator_id`; `nfc`: normalize each text first (what the one-document path does). `cut`:
+    (whether UTF-8 text holds a non-special added token, the one-document encode that cuts those out
+    first: added_tokens.PlainAddedTokens). A batch holding one goes whole through that encode, joined:
+    it cuts the raw text, then normalizes and encodes each piece, as tokenizers does; a separator is
+    never inside a token's match (its characters are in no token's string), so documents stay apart."""
     def encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        if nfc:
-            texts = [t if unicodedata.is_normalized("NFC", t) else unicodedata.normalize("NFC", t) for t in texts]
         try:
             # bytes, not a joined str: one wide (non-Latin-1) text would make the whole joined str 2-4
             # bytes per character, which the engine then converts to UTF-8 (631-character documents:
@@ -68,7 +71,12 @@ def joined_encoder(encode: Callable[[bytes], np.ndarray], separator_id: int, nfc
             data = _SEPARATOR_BYTES.join(map(str.encode, texts))
         except UnicodeEncodeError:
             return None
-        ids = encode(data)
+        if cut is not None and cut[0](data):  # matched on the raw text, before any normalizer
+            ids = cut[1](SEPARATOR.join(texts))
+        else:
+            if nfc and not all(unicodedata.is_normalized("NFC", t) for t in texts):
+                data = _SEPARATOR_BYTES.join(unicodedata.normalize("NFC", t).encode() for t in texts)
+            ids = encode(data)
         cuts = np.flatnonzero(ids == separator_id)
         if cuts.size != len(texts) - 1:
             return None

@@ -345,18 +345,17 @@ def _build_fast_engines(spec: TokenizerSpec) -> tuple[Callable[[str], np.ndarray
     """(encode one text, encode a batch joined or None): what the workers run."""
     from pipeline import fast_bpe
     data = spec.engine_data
-    together = None
     if spec.backend == "gigatoken":
         prepared = isinstance(data, (str, fast_bpe.GigatokenRanks))
-        encode, together = fast_bpe.build_gigatoken_engines(data if prepared else spec.definition, prepared=prepared,
-                                                            cache_bytes=GIGATOKEN_CACHE_BYTES, join_id=spec.join_id)
-    else:
-        if not isinstance(data, fast_bpe.ByteLevelBPE):
-            data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
-            if data is None:  # the parent checked this definition: only an edited spec gets here
-                raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
-        encode = fast_bpe.build_tiktoken(data)
-    return (spec.plain_added.wrap(encode), None) if spec.plain_added is not None else (encode, together)
+        return fast_bpe.build_gigatoken_engines(data if prepared else spec.definition, prepared=prepared,
+                                                cache_bytes=GIGATOKEN_CACHE_BYTES, join_id=spec.join_id,
+                                                plain_added=spec.plain_added)
+    if not isinstance(data, fast_bpe.ByteLevelBPE):
+        data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
+        if data is None:  # the parent checked this definition: only an edited spec gets here
+            raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
+    encode = fast_bpe.build_tiktoken(data)
+    return (spec.plain_added.wrap(encode) if spec.plain_added is not None else encode), None
 
 
 def _make_plain(tok) -> None:
@@ -482,9 +481,11 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
     # gigatoken encodes short documents a batch per call (joined.py), the batch joined by a separator
-    # it knows as this id; not where added tokens are cut out in front of it, nor for SentencePiece
-    # (tokenizers gives the leading "▁" only to a text's first piece between special tokens)
-    join_id = max(d["model"]["vocab"].values()) + 1 if plain is None and not sentencepiece else None
+    # it knows as this id; not for SentencePiece (tokenizers gives the leading "▁" only to a text's
+    # first piece between special tokens), nor where non-special added tokens need two passes
+    joinable = (plain is None or plain.joinable) and not sentencepiece
+    # (past the added tokens too: a cut-out token's id comes out of the engine's calls)
+    join_id = max([*d["model"]["vocab"].values(), *(t["id"] for t in d.get("added_tokens") or ())]) + 1 if joinable else None
 
     def candidates():
         """(engine, label, what it is built from), fastest first."""
@@ -510,11 +511,11 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         """What the workers run (_build_fast_engines), built and compared with tokenizers on `sample`:
         (encode, encode_joined or None, the first mismatch or None)."""
         if engine == "gigatoken":
-            encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join)
+            encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join, plain_added=plain)
         else:
             encode, together = fast_bpe.build_tiktoken(data), None
-        if plain is not None:
-            encode = plain.wrap(encode)
+            if plain is not None:
+                encode = plain.wrap(encode)
         return encode, together, fast_bpe.first_mismatch(want, [encode(t) for t in sample])
 
     for engine, label, data in candidates():

@@ -158,6 +158,9 @@ def trained(tmp_path_factory) -> dict[str, Path]:
                          [(t, True, False) for t in QWEN25_SPECIAL[2:]] + [(t, False, False) for t in QWEN25_PLAIN]),
         "added_tricky": (out["gpt2_style"].read_text(),
                          [(c, False, n) for c, n in TRICKY_PLAIN] + [("<|im_end|>", True, False)]),
+        # the same in one matching pass (no normalized one): joinable, so a batch is cut as one text
+        "added_tricky_raw": (out["gpt2_style"].read_text(),
+                             [(c, False, n) for c, n in TRICKY_PLAIN if not n] + [("<|im_end|>", True, False)]),
         # a Prepend normalizer: tokenizers normalizes each piece alone, so each gets its own "▁"
         "llama2_added": (out["llama2_style"].read_text(),
                          [("<start_of_turn>", False, False), ("\n\n", False, False), ("<end_of_turn>", True, False)]),
@@ -734,7 +737,8 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
 # -- short documents a batch per call (pipeline/joined.py) ------------------------------------------
 # gigatoken from ranks (special tokens first: ids shifted; last), a Split regex, an NFC normalizer; and
 # from the tokenizer.json ("@json": gigatoken applies the normalizer itself)
-JOINED = ["gpt2_style", "gpt2_specials_last", "llama3_style", "qwen2_style", "gpt2_style@json", "qwen2_style@json"]
+JOINED = ["gpt2_style", "gpt2_specials_last", "llama3_style", "qwen2_style", "gpt2_style@json", "qwen2_style@json",
+          "qwen25_style", "deepseek_v3_style", "added_tricky_raw"]  # the last 3: non-special added tokens cut out
 _joined_encoders: dict = {}
 
 
@@ -773,11 +777,12 @@ def _joined_pair(trained, name: str, boundary: str):
 def test_gigatoken_joins_short_documents_where_proven(trained):
     for name in JOINED:
         spec = _joined_spec(trained, name)
-        vocab = json.loads(trained[name.partition("@")[0]].read_text())["model"]["vocab"]
-        assert spec.backend == "gigatoken" and spec.join_id == max(vocab.values()) + 1, name
+        d = json.loads(trained[name.partition("@")[0]].read_text())
+        ids = [*d["model"]["vocab"].values(), *(t["id"] for t in d["added_tokens"])]
+        assert spec.backend == "gigatoken" and spec.join_id == max(ids) + 1, name
         assert spec.build_encoder()._encode_joined is not None
-    # not where added tokens are cut out in front of the engine, nor for SentencePiece
-    for name in ("qwen25_style", "deepseek_v3_style", "llama2_style"):
+    # not for SentencePiece, nor where non-special added tokens are matched in two passes
+    for name in ("llama2_style", "added_tricky"):
         spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
         assert spec.backend == "gigatoken" and spec.join_id is None, name
         assert spec.build_encoder()._encode_joined is None
