@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,13 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_TOKENIZER = REPO / "recipes" / "demo" / "tokenizer.json"
 DEMO_CORPUS = REPO / "recipes" / "demo" / "corpus.jsonl"
 GPT2_DIR = REPO.parent / "shared" / "assets" / "gpt2"
+
+# A script that starts the suite in the background without job control (`bash .ci/run &`, nohup) hands
+# it SIGINT ignored, and every `prep` a test starts inherits that: the Ctrl-C tests in tests/faults then
+# saw runs finish (exit 0) or hang through their interrupt. A handler, unlike SIG_IGN, is reset to the
+# default in a child, so this puts the children back to what a terminal gives them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _session_env(name: str, value: str):
