@@ -58,13 +58,13 @@ class PlainAddedTokens:
     def joinable(self) -> bool:
         """Whether `found_in_utf8` decides for `wrap` (one matching pass: no normalized non-special
         token), so a batch joined into one text (joined.py) can be cut like a document."""
-        return not _Matcher(self.normalized).active
+        return all(tid is None for _, tid in self.normalized)
 
     def found_in_utf8(self) -> Callable[[bytes], bool]:
         """UTF-8 text -> whether a non-special token of the first pass occurs in it: the same answer as
         on the str, since a UTF-8 sequence matches only at character boundaries (one search over a
         joined batch, not one per document)."""
-        plain = sorted(s.encode() for s, tid in self.raw if tid is not None)
+        plain = [s.encode() for s, tid in self.raw if tid is not None]
         search = re.compile(b"|".join(map(re.escape, plain))).search if plain else None
         return (lambda data: search(data) is not None) if search else (lambda data: False)
 
