@@ -481,16 +481,19 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
     # gigatoken encodes short documents a batch per call (joined.py), the batch joined by a separator
-    # it knows as this id; not for SentencePiece (tokenizers gives the leading "▁" only to a text's
-    # first piece between special tokens), nor where non-special added tokens need two passes
-    joinable = (plain is None or plain.joinable) and not sentencepiece
+    # it knows as this id; not where non-special added tokens need two passes, nor behind a Metaspace
+    # that prepends "▁" to a text's first piece only (the document after a separator would lose its
+    # "▁"). A SentencePiece file with Llama 2's Prepend normalizer joins: tokenizers normalizes each
+    # piece between special tokens alone, so each document keeps its "▁" (the proof checks it).
+    first_only = (d.get("pre_tokenizer") or {}).get("prepend_scheme") == "first"
+    joinable = (plain is None or plain.joinable) and not (sentencepiece and first_only)
     # (past the added tokens too: a cut-out token's id comes out of the engine's calls)
     join_id = max([*d["model"]["vocab"].values(), *(t["id"] for t in d.get("added_tokens") or ())]) + 1 if joinable else None
 
     def candidates():
         """(engine, label, what it is built from), fastest first."""
         if sentencepiece:
-            yield "gigatoken", "gigatoken (SentencePiece)", fast_bpe.gigatoken_definition(d)
+            yield "gigatoken", "gigatoken (SentencePiece)", fast_bpe.gigatoken_definition(d, join_id)
             return
         for engine in engines:
             if engine == "gigatoken":

@@ -738,15 +738,19 @@ def test_encoder_boundaries_match_hf_encoder(trained, boundary):
 # gigatoken from ranks (special tokens first: ids shifted; last), a Split regex, an NFC normalizer; and
 # from the tokenizer.json ("@json": gigatoken applies the normalizer itself)
 JOINED = ["gpt2_style", "gpt2_specials_last", "llama3_style", "qwen2_style", "gpt2_style@json", "qwen2_style@json",
-          "qwen25_style", "deepseek_v3_style", "added_tricky_raw"]  # the last 3: non-special added tokens cut out
+          "qwen25_style", "deepseek_v3_style", "added_tricky_raw",  # these 3: non-special added tokens cut out
+          # SentencePiece: Llama 2's Prepend normalizer gives each piece between special tokens its "▁";
+          # Gemma's has none; llama2_added also cuts non-special tokens out
+          "llama2_style", "gemma_style", "llama2_added"]
 _joined_encoders: dict = {}
 
 
 def _joined_spec(trained, name: str, backend: str = "auto"):
-    """The spec of tokenizer `name` (bos <|im_start|>), proven once per module."""
+    """The spec of tokenizer `name` (bos <|im_start|>, <s> for SentencePiece), proven once per module."""
     key = ("spec", name, backend)
     if key not in _joined_encoders:
-        _joined_encoders[key] = _load_joined_spec(trained, name, bos_token="<|im_start|>", backend=backend)
+        bos = "<s>" if name in SENTENCEPIECE else "<|im_start|>"
+        _joined_encoders[key] = _load_joined_spec(trained, name, bos_token=bos, backend=backend)
     return _joined_encoders[key]
 
 
@@ -781,8 +785,9 @@ def test_gigatoken_joins_short_documents_where_proven(trained):
         ids = [*d["model"]["vocab"].values(), *(t["id"] for t in d["added_tokens"])]
         assert spec.backend == "gigatoken" and spec.join_id == max(ids) + 1, name
         assert spec.build_encoder()._encode_joined is not None
-    # not for SentencePiece, nor where non-special added tokens are matched in two passes
-    for name in ("llama2_style", "added_tricky"):
+    # not behind a Metaspace that prepends "▁" to the first piece only, nor where non-special added
+    # tokens are matched in two passes
+    for name in ("metaspace_style", "added_tricky"):
         spec = load_tokenizer(TokenizerConfig(path=str(trained[name])))
         assert spec.backend == "gigatoken" and spec.join_id is None, name
         assert spec.build_encoder()._encode_joined is None
