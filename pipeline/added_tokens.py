@@ -60,6 +60,21 @@ class PlainAddedTokens:
         token), so a batch joined into one text (joined.py) can be cut like a document."""
         return all(tid is None for _, tid in self.normalized)
 
+    @property
+    def engine_can_cut(self) -> bool:
+        """Whether an engine that cuts the non-special tokens out itself (given them as its special
+        tokens, and none of the special ones, which stay text) can match tokenizers: one matching pass
+        (`joinable`), and no special token's match can hide a non-special one. tokenizers matches both
+        kinds leftmost-longest and then keeps a special match as text, so a non-special token inside a
+        special one's string, or starting inside its last characters, is not cut there; such a file
+        keeps `wrap`. Whatever passes this is still proved on the torture sample."""
+        if not self.joinable:
+            return False
+        plain = [s for s, tid in self.raw if tid is not None]
+        special = [s for s, tid in self.raw if tid is None]
+        return not any(n in s or any(s.endswith(n[:k]) for k in range(1, min(len(n), len(s))))
+                       for s in special for n in plain)
+
     def found_in_utf8(self) -> Callable[[bytes], bool]:
         """UTF-8 text -> whether a non-special token of the first pass occurs in it: the same answer as
         on the str, since a UTF-8 sequence matches only at character boundaries (one search over a

@@ -103,6 +103,9 @@ class TokenizerSpec:
     # the id gigatoken gives joined.SEPARATOR, when short documents are encoded a batch per call
     # (proven on the torture sample joined); None: one document per call
     join_id: int | None = field(default=None, repr=False, compare=False)
+    # gigatoken cuts `plain_added` out itself, as its special tokens (fast_bpe.build_gigatoken_engines;
+    # proven like the rest); False: cut out in Python in front of it
+    native_added: bool = field(default=False, repr=False, compare=False)
 
     def manifest_dict(self) -> dict:
         return {"name": self.name, "backend": self.backend, "backend_version": self.backend_version,
@@ -349,7 +352,7 @@ def _build_fast_engines(spec: TokenizerSpec) -> tuple[Callable[[str], np.ndarray
         prepared = isinstance(data, (str, fast_bpe.GigatokenRanks))
         return fast_bpe.build_gigatoken_engines(data if prepared else spec.definition, prepared=prepared,
                                                 cache_bytes=GIGATOKEN_CACHE_BYTES, join_id=spec.join_id,
-                                                plain_added=spec.plain_added)
+                                                plain_added=spec.plain_added, native_added=spec.native_added)
     if not isinstance(data, fast_bpe.ByteLevelBPE):
         data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
         if data is None:  # the parent checked this definition: only an edited spec gets here
@@ -490,49 +493,63 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     # (past the added tokens too: a cut-out token's id comes out of the engine's calls)
     join_id = max([*d["model"]["vocab"].values(), *(t["id"] for t in d.get("added_tokens") or ())]) + 1 if joinable else None
 
+    # gigatoken cuts the non-special added tokens out itself where no special token can hide one
+    # (added_tokens.PlainAddedTokens.engine_can_cut): tried first; failing its proof, they are cut out
+    # in Python in front of it
+    native = plain is not None and plain.engine_can_cut
+    cutting = " cutting added tokens itself"
+
     def candidates():
-        """(engine, label, what it is built from), fastest first."""
+        """(engine, label, what it is built from, native_added), fastest first."""
         if sentencepiece:
-            yield "gigatoken", "gigatoken (SentencePiece)", fast_bpe.gigatoken_definition(d, join_id)
+            if native:
+                yield "gigatoken", "gigatoken (SentencePiece)" + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
+            yield "gigatoken", "gigatoken (SentencePiece)", fast_bpe.gigatoken_definition(d, join_id), False
             return
         for engine in engines:
             if engine == "gigatoken":
                 if not fast_bpe.gigatoken_available():
                     continue  # optional: pip install gigatoken
                 ranks = fast_bpe.gigatoken_ranks(d, tok, analysis)  # half the build time of the tokenizer.json
+                # from ranks, NFC runs in Python before the engine, so before its cut: not there
+                if ranks is not None and native and ranks.normalizer is None:
+                    yield engine, "gigatoken from ranks" + cutting, ranks, True
                 if ranks is not None:
-                    yield engine, "gigatoken from ranks", ranks
-                yield engine, engine, fast_bpe.gigatoken_definition(d, join_id)
+                    yield engine, "gigatoken from ranks", ranks, False
+                if native:
+                    yield engine, engine + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
+                yield engine, engine, fast_bpe.gigatoken_definition(d, join_id), False
             else:
                 data, why = analysis()
                 if data is None:
                     failures.append(f"tiktoken cannot run it: {why}")
                     continue
-                yield engine, engine, data
+                yield engine, engine, data, False
 
-    def prove(engine: str, data, join: int | None):
+    def prove(engine: str, data, join: int | None, native_added: bool):
         """What the workers run (_build_fast_engines), built and compared with tokenizers on `sample`:
         (encode, encode_joined or None, the first mismatch or None)."""
         if engine == "gigatoken":
-            encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join, plain_added=plain)
+            encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join, plain_added=plain,
+                                                                native_added=native_added)
         else:
             encode, together = fast_bpe.build_tiktoken(data), None
             if plain is not None:
                 encode = plain.wrap(encode)
         return encode, together, fast_bpe.first_mismatch(want, [encode(t) for t in sample])
 
-    for engine, label, data in candidates():
+    for engine, label, data, native_added in candidates():
         join = join_id if engine == "gigatoken" else None
         try:
-            encode, together, found = prove(engine, data, join)
+            encode, together, found = prove(engine, data, join, native_added)
             if found is None and together is not None:
                 joined_found = _joined_mismatch(together, sample, want)
                 if joined_found:  # one document per call, from an engine that does not know the separator
                     failures.append(f"{label} cannot encode documents joined: {joined_found}")
                     join = None
                     if not isinstance(data, fast_bpe.GigatokenRanks):
-                        data = fast_bpe.gigatoken_definition(d)
-                    encode, together, found = prove(engine, data, join)
+                        data = fast_bpe.gigatoken_definition(d, None, plain if native_added else None)
+                    encode, together, found = prove(engine, data, join, native_added)
         except Exception as e:  # gigatoken: no fast pre-tokenizer for this regex; anything else: not proven
             failures.append(f"{label} could not load it ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
             continue
@@ -543,7 +560,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
-                       engine_data=data, unicode_gaps=gaps, plain_added=plain, join_id=join,
+                       engine_data=data, unicode_gaps=gaps, plain_added=plain, join_id=join, native_added=native_added,
                        max_engine_id=max([*d["model"]["vocab"].values(), *(plain.ids if plain else ())]))
     return unavailable("; ".join(failures))
 

@@ -263,7 +263,8 @@ def test_gpt2_ranks_match_merges():
 _unicode = st.text(st.characters(codec="utf-8"), max_size=120)
 _mixed = st.lists(st.one_of(_unicode, st.sampled_from([" ", "  ", "\n", "\n\n", "\t", "'s", "'LL", "123", "<|endoftext|>",
                                                        "don't", " the", "ー", "e\u0301", "😀", "\u00a0", "<tool_call>",
-                                                       "<|im", "<|im_start|>", "abc", "zz", "<start_of_turn>"])),
+                                                       "<|im", "<|im_start|>", "abc", "zz", "<start_of_turn>",
+                                                       "\u0338", "\u0301", "<think>"])),
                   max_size=12).map("".join)
 # words and whitespace in turn: the pre-tokenizers' edge cases (contractions after letters, digit runs,
 # spaces before newlines, NBSP, U+2028, U+3000, "▁" itself), which random code points rarely line up
@@ -464,6 +465,43 @@ def test_added_tokens_are_cut_where_tokenizers_cuts_them(trained):
     assert cut("the zz") == ["the", " ", "zz"] and cut("") == [] and cut("none here") == ["none here"]
 
 
+def test_engine_cuts_added_tokens_only_where_no_special_token_can_hide_one():
+    """tokenizers matches special and non-special tokens together (leftmost-longest) and keeps a
+    special match as text: a non-special token inside a special one, or starting in its last
+    characters, is then not cut, so the engine (which knows only the non-special ones) must not cut."""
+    def plain(*tokens):
+        return added_tokens.PlainAddedTokens(tuple(tokens), ())
+    assert plain(("<a>", None), ("<b>", 7)).engine_can_cut
+    assert plain(("im", None), ("<|im|>", 7)).engine_can_cut        # the special inside the plain one
+    assert plain(("<b", None), ("<b>", 7)).engine_can_cut           # same start: the longer plain wins
+    assert not plain(("<|im_end|>", None), ("<|im", 7)).engine_can_cut  # the plain inside the special
+    assert not plain(("<a>", None), (">b", 7)).engine_can_cut       # the special's end starts the plain
+    assert not added_tokens.PlainAddedTokens((("x", 7),), (("y", 8),)).engine_can_cut  # two passes
+
+
+@pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
+def test_which_tokenizers_have_gigatoken_cut_their_added_tokens(trained, monkeypatch):
+    """Cut by the engine: from ranks without a normalizer (DeepSeek V3), from a tokenizer.json
+    (SentencePiece layouts); in Python: behind an NFC applied in Python (Qwen 2.5 from ranks), where a
+    special token holds a non-special one (added_tricky_raw's "<|im" in "<|im_end|>")."""
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")
+    for name, native in (("deepseek_v3_style", True), ("gemma_style", True), ("llama2_added", True),
+                         ("qwen25_style", False), ("added_tricky_raw", False)):
+        spec = _load_joined_spec(trained, name, bos_token="<s>" if name in SENTENCEPIECE else None)
+        assert (spec.backend, spec.native_added, spec.backend_reason) == ("gigatoken", native, ""), name
+    # the proof is what decides: an engine told to cut "<|im" cuts it inside "<|im_end|>" too, fails on
+    # the torture sample, and the tokens are cut in Python instead (saying why)
+    monkeypatch.setattr(added_tokens.PlainAddedTokens, "engine_can_cut", property(lambda self: True))
+    spec = _load_joined_spec(trained, "added_tricky_raw", boundary="none")
+    assert spec.backend == "gigatoken" and not spec.native_added
+    assert "cutting added tokens itself gave other ids" in spec.backend_reason
+    hf = _hf(trained["added_tricky_raw"])
+    texts = ["<|im_end|> x<|im", "abc\t\tthe"]
+    got, lengths = spec.build_encoder().encode_batch(texts)
+    want = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
+    assert got.tolist() == [i for w in want for i in w] and lengths.tolist() == list(map(len, want))
+
+
 def _bare_cuts(plain):
     """text -> what `plain.wrap` makes of it: the pieces the engine is given and the cut-out tokens
     (as their strings), in order (the stand-in engine gives each piece one marker id)."""
@@ -548,7 +586,7 @@ def test_split_regexes_gigatoken_knows_are_built_from_ranks(trained, tmp_path, r
 def test_gigatoken_falls_back_to_the_tokenizer_json_not_to_a_slower_engine(trained, monkeypatch):
     monkeypatch.setenv("PREP_CACHE_DIR", "off")  # prove it again
 
-    def refuse(ranks, separator_rank=None):
+    def refuse(ranks, separator_rank=None, cut=None):
         raise RuntimeError("ranks must be dense")
     monkeypatch.setattr(fast_bpe, "_gigatoken_from_ranks", refuse)
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_specials_last"])))
