@@ -21,6 +21,12 @@ alternatives in order at each position, and `re.split` walks the text in C); pie
 by one. Texts holding none of the non-special tokens (nearly all) take one regex search and go to
 the engine whole.
 
+Where no special token's match can hide a non-special one (`engine_can_cut`), gigatoken is first
+given the non-special tokens as its own special tokens and cuts them out itself, before its
+normalizer, in Rust (fast_bpe.build_gigatoken_engines, `native_added`); that is proved like the rest,
+and `wrap` is what runs when it fails. A document holding such tokens then costs no Python per piece:
+100 K chat-style paragraphs with Qwen 2.5's tokens, joined, ~0.2 against ~0.8-1.3 s.
+
 Refused (the file stays on `tokenizers`, with the reason): a non-special token with lstrip, rstrip or
 single_word (they widen or narrow the match), an empty one, and `normalized: true` non-special tokens
 where there is a normalizer (they are matched on normalized text, which prep does not see).

@@ -511,12 +511,15 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                 if not fast_bpe.gigatoken_available():
                     continue  # optional: pip install gigatoken
                 ranks = fast_bpe.gigatoken_ranks(d, tok, analysis)  # half the build time of the tokenizer.json
-                # from ranks, NFC runs in Python before the engine, so before its cut: not there
+                # from ranks, NFC runs in Python before the engine, so before its cut: not there; the
+                # tokenizer.json, whose NFC gigatoken runs after its cut, comes first then
                 if ranks is not None and native and ranks.normalizer is None:
                     yield engine, "gigatoken from ranks" + cutting, ranks, True
+                if native and ranks is not None and ranks.normalizer is not None:
+                    yield engine, engine + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
                 if ranks is not None:
                     yield engine, "gigatoken from ranks", ranks, False
-                if native:
+                if native and (ranks is None or ranks.normalizer is None):
                     yield engine, engine + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
                 yield engine, engine, fast_bpe.gigatoken_definition(d, join_id), False
             else:

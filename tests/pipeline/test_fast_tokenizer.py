@@ -482,13 +482,16 @@ def test_engine_cuts_added_tokens_only_where_no_special_token_can_hide_one():
 @pytest.mark.skipif(not fast_bpe.gigatoken_available(), reason="gigatoken not installed")
 def test_which_tokenizers_have_gigatoken_cut_their_added_tokens(trained, monkeypatch):
     """Cut by the engine: from ranks without a normalizer (DeepSeek V3), from a tokenizer.json
-    (SentencePiece layouts); in Python: behind an NFC applied in Python (Qwen 2.5 from ranks), where a
-    special token holds a non-special one (added_tricky_raw's "<|im" in "<|im_end|>")."""
+    (SentencePiece layouts; Qwen 2.5, whose NFC runs in Python before the engine when built from
+    ranks, but in gigatoken after its cut from the tokenizer.json); in Python where a special token
+    holds a non-special one (added_tricky_raw's "<|im" in "<|im_end|>")."""
     monkeypatch.setenv("PREP_CACHE_DIR", "off")
-    for name, native in (("deepseek_v3_style", True), ("gemma_style", True), ("llama2_added", True),
-                         ("qwen25_style", False), ("added_tricky_raw", False)):
+    for name, native, ranks in (("deepseek_v3_style", True, True), ("gemma_style", True, False),
+                                ("llama2_added", True, False), ("qwen25_style", True, False),
+                                ("added_tricky_raw", False, True)):
         spec = _load_joined_spec(trained, name, bos_token="<s>" if name in SENTENCEPIECE else None)
         assert (spec.backend, spec.native_added, spec.backend_reason) == ("gigatoken", native, ""), name
+        assert isinstance(spec.engine_data, fast_bpe.GigatokenRanks) == ranks, name
     # the proof is what decides: an engine told to cut "<|im" cuts it inside "<|im_end|>" too, fails on
     # the torture sample, and the tokens are cut in Python instead (saying why)
     monkeypatch.setattr(added_tokens.PlainAddedTokens, "engine_can_cut", property(lambda self: True))
