@@ -511,16 +511,14 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                 if not fast_bpe.gigatoken_available():
                     continue  # optional: pip install gigatoken
                 ranks = fast_bpe.gigatoken_ranks(d, tok, analysis)  # half the build time of the tokenizer.json
-                # from ranks, NFC runs in Python before the engine, so before its cut: not there; the
-                # tokenizer.json, whose NFC gigatoken runs after its cut, comes first then
-                if ranks is not None and native and ranks.normalizer is None:
+                # from ranks, NFC runs in Python before the engine, so before its cut: the tokenizer.json
+                # then, whose NFC gigatoken runs after its cut, as tokenizers does
+                if native and ranks is not None and ranks.normalizer is None:
                     yield engine, "gigatoken from ranks" + cutting, ranks, True
-                if native and ranks is not None and ranks.normalizer is not None:
+                elif native:
                     yield engine, engine + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
                 if ranks is not None:
                     yield engine, "gigatoken from ranks", ranks, False
-                if native and (ranks is None or ranks.normalizer is None):
-                    yield engine, engine + cutting, fast_bpe.gigatoken_definition(d, join_id, plain), True
                 yield engine, engine, fast_bpe.gigatoken_definition(d, join_id), False
             else:
                 data, why = analysis()
