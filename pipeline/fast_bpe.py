@@ -54,7 +54,7 @@ import numpy as np
 from pipeline import joined
 
 __all__ = ["ByteLevelBPE", "GigatokenRanks", "check_structure", "sentencepiece_structure", "analyze", "gigatoken_definition",
-           "gigatoken_ranks", "build_tiktoken",
+           "gigatoken_ranks", "build_tiktoken", "build_tiktoken_engines",
            "build_gigatoken", "build_gigatoken_engines", "gigatoken_available", "tiktoken_array_encoder", "torture_sample", "first_mismatch",
            "describe_mismatch", "GPT2_PATTERN", "LLAMA3_PATTERN", "ENGINES"]
 
@@ -339,13 +339,42 @@ def _nfc(encode: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
 
 def build_tiktoken(bpe: ByteLevelBPE, name: str = "prep-bytelevel") -> Callable[[str], np.ndarray]:
     """tiktoken.Encoding over the tokenizer.json's vocabulary; special-token strings are plain text."""
+    return build_tiktoken_engines(bpe, name=name)[0]
+
+
+def build_tiktoken_engines(bpe: ByteLevelBPE, join_id: int | None = None, plain_added=None,
+                           name: str = "prep-bytelevel"):
+    """(encode one text -> uint32 ids, encode a batch joined (joined.joined_encoder) or None), as
+    `build_gigatoken_engines` over tiktoken: special-token strings are plain text; `plain_added`
+    (added_tokens.PlainAddedTokens) cut out in Python in front of it (tiktoken's own special-token
+    matching is not leftmost-longest); `join_id`: the id it gives joined.SEPARATOR, allowed as a
+    special token in the joined calls only. Joined, 100 K paragraphs (SmolLM layout, one process):
+    1.54-2.02 against 2.06-2.46 s one call per document."""
     import tiktoken
     if not isinstance(bpe.pat_str, str):
         raise ValueError(f"tiktoken runs one regex, not {len(bpe.pat_str)} Split regexes in sequence")
-    enc = tiktoken.Encoding(name, pat_str=bpe.pat_str, mergeable_ranks=bpe.mergeable_ranks,
-                            special_tokens=bpe.special_tokens)
+    special = dict(bpe.special_tokens)
+    if join_id is not None:
+        special[joined.SEPARATOR] = join_id
+    enc = tiktoken.Encoding(name, pat_str=bpe.pat_str, mergeable_ranks=bpe.mergeable_ranks, special_tokens=special)
     encode = tiktoken_array_encoder(enc)
-    return _nfc(encode) if bpe.normalizer == "NFC" else encode
+    nfc = bpe.normalizer == "NFC"
+    one = _nfc(encode) if nfc else encode
+    if plain_added is not None:
+        one = plain_added.wrap(one)
+    if join_id is None or not hasattr(enc, "encode_to_numpy"):
+        return one, None
+    allowed = {joined.SEPARATOR}
+
+    def encode_with_separator(text: str) -> np.ndarray:
+        return enc.encode_to_numpy(text, allowed_special=allowed, disallowed_special=())
+
+    def encode_utf8(data: bytes) -> np.ndarray:
+        return encode_with_separator(data.decode())  # ~10 ms per 100 K paragraphs
+    cut = None
+    if plain_added is not None:  # a batch holding a token: cut in Python, each piece keeping its separators
+        cut = (plain_added.found_in_utf8(), plain_added.wrap(_nfc(encode_with_separator) if nfc else encode_with_separator))
+    return one, joined.joined_encoder(encode_utf8, join_id, nfc, cut)
 
 
 def tiktoken_array_encoder(enc) -> Callable[[str], np.ndarray]:

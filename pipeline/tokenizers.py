@@ -357,8 +357,7 @@ def _build_fast_engines(spec: TokenizerSpec) -> tuple[Callable[[str], np.ndarray
         data, why = fast_bpe.analyze(spec.definition, check_whole_tokens=False)
         if data is None:  # the parent checked this definition: only an edited spec gets here
             raise PrepError(f"tokenizer backend tiktoken: {spec.name} is not convertible: {why}")
-    encode = fast_bpe.build_tiktoken(data)
-    return (spec.plain_added.wrap(encode) if spec.plain_added is not None else encode), None
+    return fast_bpe.build_tiktoken_engines(data, spec.join_id, spec.plain_added)
 
 
 def _make_plain(tok) -> None:
@@ -483,8 +482,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     failures = []
     analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
-    # gigatoken encodes short documents a batch per call (joined.py), the batch joined by a separator
-    # it knows as this id; not where non-special added tokens need two passes, nor behind a Metaspace
+    # gigatoken and tiktoken encode short documents a batch per call (joined.py), the batch joined by
+    # a separator they know as this id; not where non-special added tokens need two passes, nor behind a Metaspace
     # that prepends "▁" to a text's first piece only (the document after a separator would lose its
     # "▁"). A SentencePiece file with Llama 2's Prepend normalizer joins: tokenizers normalizes each
     # piece between special tokens alone, so each document keeps its "▁" (the proof checks it).
@@ -534,13 +533,11 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
             encode, together = fast_bpe.build_gigatoken_engines(data, prepared=True, join_id=join, plain_added=plain,
                                                                 native_added=native_added)
         else:
-            encode, together = fast_bpe.build_tiktoken(data), None
-            if plain is not None:
-                encode = plain.wrap(encode)
+            encode, together = fast_bpe.build_tiktoken_engines(data, join, plain)
         return encode, together, fast_bpe.first_mismatch(want, [encode(t) for t in sample])
 
     for engine, label, data, native_added in candidates():
-        join = join_id if engine == "gigatoken" else None
+        join = join_id
         try:
             encode, together, found = prove(engine, data, join, native_added)
             if found is None and together is not None:
@@ -548,7 +545,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                 if joined_found:  # one document per call, from an engine that does not know the separator
                     failures.append(f"{label} cannot encode documents joined: {joined_found}")
                     join = None
-                    if not isinstance(data, fast_bpe.GigatokenRanks):
+                    if isinstance(data, str):  # gigatoken's tokenizer.json, which had the separator
                         data = fast_bpe.gigatoken_definition(d, None, plain if native_added else None)
                     encode, together, found = prove(engine, data, join, native_added)
         except Exception as e:  # gigatoken: no fast pre-tokenizer for this regex; anything else: not proven

@@ -742,12 +742,12 @@ def test_merges_out_of_rank_order_rule_out_tiktoken_only(trained, tmp_path):
 def test_torture_mismatch_falls_back(trained, monkeypatch):
     """An engine that passes the static checks but gives other ids is not used."""
     monkeypatch.setenv("PREP_CACHE_DIR", "off")  # an earlier test proved this tokenizer: prove it again
-    real = fast_bpe.build_tiktoken
+    real = fast_bpe.build_tiktoken_engines
 
-    def off_by_one(bpe):
-        enc = real(bpe)
-        return lambda text: enc(text.replace("7", "8"))
-    monkeypatch.setattr(fast_bpe, "build_tiktoken", off_by_one)
+    def off_by_one(bpe, join_id=None, plain_added=None):
+        enc, _ = real(bpe, None, plain_added)
+        return (lambda text: enc(text.replace("7", "8"))), None
+    monkeypatch.setattr(fast_bpe, "build_tiktoken_engines", off_by_one)
     monkeypatch.setattr(fast_bpe, "gigatoken_available", lambda: False)
     spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
     assert spec.backend == "hf" and "tiktoken gave other ids" in spec.backend_reason
@@ -782,7 +782,11 @@ JOINED = ["gpt2_style", "gpt2_specials_last", "llama3_style", "qwen2_style", "gp
           "qwen25_style", "deepseek_v3_style", "added_tricky_raw",  # these 3: non-special added tokens cut out
           # SentencePiece: Llama 2's Prepend normalizer gives each piece between special tokens its "▁";
           # Gemma's has none; llama2_added also cuts non-special tokens out
-          "llama2_style", "gemma_style", "llama2_added"]
+          "llama2_style", "gemma_style", "llama2_added",
+          # tiktoken: SmolLM's Digits + ByteLevel (no gigatoken pre-tokenizer for it), and backend tiktoken
+          # given (Qwen 2.5: NFC, non-special tokens cut in Python)
+          "smollm_style", "gpt2_style@tiktoken", "qwen25_style@tiktoken"]
+TIKTOKEN_JOINED = ("smollm_style", "gpt2_style@tiktoken", "qwen25_style@tiktoken")
 _joined_encoders: dict = {}
 
 
@@ -798,6 +802,8 @@ def _joined_spec(trained, name: str, backend: str = "auto"):
 def _load_joined_spec(trained, name: str, **cfg):
     from unittest import mock
     name, _, source = name.partition("@")
+    if source == "tiktoken" and cfg.get("backend", "auto") != "hf":
+        cfg["backend"] = "tiktoken"
     cfg = TokenizerConfig(path=str(trained[name]), **cfg)
     if source != "json":
         return load_tokenizer(cfg)
@@ -824,7 +830,8 @@ def test_gigatoken_joins_short_documents_where_proven(trained):
         spec = _joined_spec(trained, name)
         d = json.loads(trained[name.partition("@")[0]].read_text())
         ids = [*d["model"]["vocab"].values(), *(t["id"] for t in d["added_tokens"])]
-        assert spec.backend == "gigatoken" and spec.join_id == max(ids) + 1, name
+        engine = "tiktoken" if name in TIKTOKEN_JOINED else "gigatoken"
+        assert spec.backend == engine and spec.join_id == max(ids) + 1, name
         assert spec.build_encoder()._encode_joined is not None
     # not behind a Metaspace that prepends "▁" to the first piece only, nor where non-special added
     # tokens are matched in two passes
