@@ -231,7 +231,7 @@ class Recipe:
     """Input bytes per work unit (big files are cut at line boundaries): resume and balance granularity.
     auto: 16 MiB, smaller for inputs under 512 MiB (at least 2 MiB; see readers.auto_unit_bytes)."""
     batch_docs: int = 512
-    """Documents encoded per tokenizer call inside a worker (8x where gigatoken joins short documents
+    """Documents encoded per tokenizer call inside a worker (8x where gigatoken or tiktoken joins short documents
     into one call: pipeline/joined.py)."""
     source_file: str | None = field(default=None, compare=False)
     """Where the recipe was read from (not a YAML key)."""
