@@ -483,10 +483,10 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     analysis = functools.cache(lambda: fast_bpe.analyze(d, tok))  # once, for gigatoken's ranks and tiktoken
 
     # gigatoken and tiktoken encode short documents a batch per call (joined.py), the batch joined by
-    # a separator they know as this id; not where non-special added tokens need two passes, nor behind a Metaspace
-    # that prepends "▁" to a text's first piece only (the document after a separator would lose its
-    # "▁"). A SentencePiece file with Llama 2's Prepend normalizer joins: tokenizers normalizes each
-    # piece between special tokens alone, so each document keeps its "▁" (the proof checks it).
+    # a separator they know as this id; not where non-special added tokens need two passes, nor behind
+    # a Metaspace that prepends "▁" to a text's first piece only (the document after a separator would
+    # lose its "▁"). A SentencePiece file with Llama 2's Prepend normalizer joins: tokenizers
+    # normalizes each piece between special tokens alone, so each document keeps its "▁" (proven).
     first_only = (d.get("pre_tokenizer") or {}).get("prepend_scheme") == "first"
     joinable = (plain is None or plain.joinable) and not (sentencepiece and first_only)
     # (past the added tokens too: a cut-out token's id comes out of the engine's calls)
