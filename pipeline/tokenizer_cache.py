@@ -18,11 +18,13 @@ import hashlib
 import os
 import pickle
 import sys
+import unicodedata
 from pathlib import Path
 
 __all__ = ["cache_dir", "spec_key", "load", "store", "versions"]
 
-_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py", "joined.py")  # the proof's code is part of the key
+# the proof's code is part of the key (unicode_gaps.py: its probe's result is cached with the spec)
+_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py", "joined.py", "unicode_gaps.py")
 _ENGINES = ("tokenizers", "gigatoken", "tiktoken")
 
 
@@ -79,12 +81,13 @@ def _installed_versions(names) -> dict[str, str]:
 
 def spec_key(definition_sha: str, settings: dict) -> str:
     """sha256 over the definition's hash, `settings` (the recipe's tokenizer keys and the bos/eos
-    names found beside the file), the engines' versions and the bytes of prep's proof code."""
+    names found beside the file), the engines' versions, this Python's Unicode version (NFC runs in
+    Python where the engine is built from ranks) and the bytes of prep's proof code."""
     h = hashlib.sha256()
     here = Path(__file__).parent
     for name in _CODE:
         h.update((here / name).read_bytes())
-    h.update(repr((definition_sha, sorted(settings.items()), _versions())).encode())
+    h.update(repr((definition_sha, sorted(settings.items()), _versions(), unicodedata.unidata_version)).encode())
     return h.hexdigest()
 
 

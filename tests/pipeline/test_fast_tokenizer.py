@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -340,6 +341,24 @@ def test_characters_newer_than_tokenizers_unicode_tables_go_to_the_reference(tra
     enc = spec.build_encoder()
     ids, lengths = enc.encode_batch([text, "plain text's", "caf\u00e9 \u2019s \U0001f600"])
     assert ids[:lengths[0]].tolist() == want and enc.num_referred == 1
+
+
+def test_probe_candidates_do_not_depend_on_this_pythons_unicode_tables(monkeypatch):
+    """Python 3.15's unicodedata knows Unicode 17, which assigns Extension J (U+323B0-U+3347F). There,
+    Python's unassigned code points alone would leave out the very ones gigatoken 0.10 (Unicode 17)
+    and tokenizers 0.23 (Unicode 16) class otherwise. Simulated here: a unicodedata whose tables assign
+    every code point Python 3.11's leave unassigned, as a far newer Unicode would."""
+    base = unicode_gaps._candidates()
+    real = unicode_gaps.unicodedata
+    newest = SimpleNamespace(ucd_3_2_0=real.ucd_3_2_0,
+                             category=lambda ch: "Lo" if real.category(ch) == "Cn" else real.category(ch))
+    monkeypatch.setattr(unicode_gaps, "unicodedata", newest)
+    assert unicode_gaps._candidates() == base  # the same candidates, whatever this Python knows
+    cands = set(base)
+    assert {0x323B0, 0x3347F, 0xA7CE, 0x2EBF0, 0x31350, 0x1C89} <= cands  # Unicode 17, 16, 15.1, 15.0 additions
+    assert all(cp in cands for cp in range(0x40000)
+               if not 0xD800 <= cp < 0xE000 and real.category(chr(cp)) == "Cn")  # never fewer than before
+    assert not {ord("a"), ord("1"), ord(" "), 0x4E00, 0x0416} & cands  # assigned since Unicode 3.2, unchanged
 
 
 def test_gap_router_checks_each_string_width():
@@ -953,7 +972,6 @@ def test_an_engine_id_past_the_dtype_keeps_the_range_check(trained, tmp_path):
 def test_boundary_ids_go_around_every_non_empty_document(docs, boundary, interleave_at):
     """Encoder._from_arrays (index arithmetic for short documents, interleaved arrays for long ones)
     == [bos, ids, eos] around each non-empty document."""
-    from types import SimpleNamespace
     from unittest import mock
     spec = SimpleNamespace(boundary=boundary, bos_id=7, eos_id=9, backend="tiktoken", unicode_gaps=())
     enc = ptok.Encoder(spec, encode_one=lambda text: np.zeros(0, np.uint32))
