@@ -470,6 +470,7 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     d = orjson.loads(spec.definition)
     plain, _ = added_tokens.from_definition(d)  # its refusal comes back through the structure checks
     found, why = fast_bpe.check_structure(d)
+    nfc = found is not None and found[1] == "NFC"  # the Unicode probe then also compares the two NFCs
     # a SentencePiece-style BPE (Llama 2, Mistral 7B v0.1): only gigatoken's SentencePiece engine runs it
     sentencepiece = found is None and bool((d.get("model") or {}).get("byte_fallback"))
     if sentencepiece:
@@ -557,10 +558,28 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         note = f"tokenizer backend {engine}; " + "; ".join(failures) if failures else ""
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
+        if nfc:  # tokenizers' NFC tables are older than its regex's, and than Python's and gigatoken's
+            gaps = unicode_gaps.merge(gaps, unicode_gaps.probe_normalization(
+                tok.normalizer.normalize_str, encode, _encode_unnormalized(engine, data)))
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
                        engine_data=data, unicode_gaps=gaps, plain_added=plain, join_id=join, native_added=native_added,
                        max_engine_id=max([*d["model"]["vocab"].values(), *(plain.ids if plain else ())]))
     return unavailable("; ".join(failures))
+
+
+def _encode_unnormalized(engine: str, data) -> Callable[[str], np.ndarray]:
+    """The one-document encode of `engine` built from `data` without its NFC, for text already
+    normalized (unicode_gaps.probe_normalization). No join id, no added tokens: the probe's texts
+    hold neither."""
+    from pipeline import fast_bpe
+    if isinstance(data, str):  # a tokenizer.json (gigatoken_definition): gigatoken applies its NFC itself
+        import orjson
+        d = orjson.loads(data)
+        d["normalizer"] = None
+        return fast_bpe.build_gigatoken_engines(orjson.dumps(d).decode(), prepared=True)[0]
+    if engine == "gigatoken":  # ranks: the NFC runs in Python, in front of the engine
+        return fast_bpe.build_gigatoken_engines(replace(data, normalizer=None), prepared=True)[0]
+    return fast_bpe.build_tiktoken_engines(replace(data, normalizer=None))[0]
 
 
 def _joined_mismatch(encode_joined, sample: list[str], want: list[list[int]]) -> str:
