@@ -8,8 +8,10 @@ different Unicode versions class newly assigned characters differently: gigatoke
 tests/pipeline/test_fast_tokenizer.py). `probe()` tries every code point that any
 two Unicode versions may class otherwise (see `_candidates`: 162,756 in planes 0-3 and 14): for GPT-2
 and gigatoken, 4,657 code points in 26 ranges (8 in the BMP); tiktoken: none.
-It runs with the parent's proof (once per tokenizer and engine version: the result is cached with
-the spec, see tokenizer_cache.py).
+Behind an NFC normalizer, `probe_normalization()` also compares the engine's NFC with tokenizers'
+among combining marks (tokenizers' normalization tables are older still: 31-38 more ranges, marks of
+Unicode 10-14). Both run with the parent's proof (once per tokenizer and engine version: the result
+is cached with the spec, see tokenizer_cache.py).
 
 `GapRouter.find(texts)` then names the documents that contain one, so the Encoder gives them to the
 reference engine. Cost per document: ASCII and Latin-1 text, none (str.isascii and the string's
@@ -33,13 +35,13 @@ __all__ = ["probe", "probe_normalization", "merge", "GapRouter"]
 # Each candidate x is tried in these contexts (a contraction after it, letters and digits around it,
 # a space before, a newline after): together they tell apart the regex classes L, N, space, other.
 _PROBE = "{x}'s a{x}1 {x}\n"
-# probe_normalization's contexts. Behind an NFC normalizer a combining mark's canonical combining class
-# (ccc) decides how NFC orders marks and whether one blocks a composition. tokenizers 0.23 normalizes with older tables than
-# its regex's: U+0898 (Unicode 14) has ccc 230 to Python and to gigatoken, 0 to tokenizers, so NFC
-# reorders alef + fatha (ccc 30) + U+0898 in one and not in the other, and the ids differ. A ccc never
-# changes once assigned (Unicode's stability policy), so engines disagree only as 0 (unassigned) against
-# some c > 0: x before U+0334 (ccc 1) shows any c > 1, x after U+0301 (ccc 230) any c < 230; "q"
-# composes with neither mark.
+# probe_normalization's contexts. Behind an NFC normalizer a combining mark's canonical combining
+# class (ccc) decides how NFC orders marks and whether one blocks a composition. tokenizers 0.23
+# normalizes with older tables than its regex's: U+0898 (Unicode 14) has ccc 230 to Python and to
+# gigatoken, 0 to tokenizers, so NFC reorders alef + fatha (ccc 30) + U+0898 in one and not in the
+# other, and the ids differ. A ccc never changes once assigned (Unicode's stability policy), so two
+# tables disagree only as 0 (unassigned) against some c > 0: x before U+0334 (ccc 1) shows any c > 1,
+# x after U+0301 (ccc 230) any c < 230; "q" composes with neither mark.
 _PROBE_NFC = "q{x}\u0334 q\u0301{x}\n"
 _CHUNK = 256  # candidates per probe document; a chunk whose ids differ is probed one by one
 # probe documents per call of the reference: its ids (and tokenizers' Encoding objects) for all 636 at
@@ -77,7 +79,7 @@ def probe_normalization(normalize: Callable[[str], str], encode: Callable[[str],
     (normalize_str); `encode`: the engine, which normalizes itself; `encode_normalized`: the same
     engine without its normalizer. Where the two NFCs agree on a text, encode(text) ==
     encode_normalized(normalize(text)); the pre-tokenizer and BPE are `probe`'s business. No
-    tokenizers encode, so ~0.3 s, where tokenizers itself would take ~1.5 s more on these texts."""
+    tokenizers encode, so ~0.5 s, where tokenizers itself would take ~1.5 s more on these texts."""
     return _probe(_PROBE_NFC, lambda docs: [encode_normalized(normalize(doc)) for doc in docs], encode)
 
 

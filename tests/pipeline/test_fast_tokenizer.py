@@ -265,7 +265,10 @@ _unicode = st.text(st.characters(codec="utf-8"), max_size=120)
 _mixed = st.lists(st.one_of(_unicode, st.sampled_from([" ", "  ", "\n", "\n\n", "\t", "'s", "'LL", "123", "<|endoftext|>",
                                                        "don't", " the", "ー", "e\u0301", "😀", "\u00a0", "<tool_call>",
                                                        "<|im", "<|im_start|>", "abc", "zz", "<start_of_turn>",
-                                                       "\u0338", "\u0301", "<think>"])),
+                                                       "\u0338", "\u0301", "<think>",
+                                                       # marks NFC reorders: alef + fatha, a Unicode 14 mark
+                                                       # that tokenizers' NFC tables lack, ccc 1, Bengali
+                                                       "\u0627\u064e", "\u0898", "\u0334", "q\u09fe"])),
                   max_size=12).map("".join)
 # words and whitespace in turn: the pre-tokenizers' edge cases (contractions after letters, digit runs,
 # spaces before newlines, NBSP, U+2028, U+3000, "▁" itself), which random code points rarely line up
