@@ -560,23 +560,21 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
                                   encode)
         if nfc:  # tokenizers' NFC tables are older than its regex's, and than Python's and gigatoken's
             gaps = unicode_gaps.merge(gaps, unicode_gaps.probe_normalization(
-                tok.normalizer.normalize_str, encode, _encode_unnormalized(engine, data)))
+                tok.normalizer.normalize_str, encode, _encode_unnormalized(engine, data, d)))
         return replace(spec, backend=engine, backend_version=_version(engine), backend_reason=note,
                        engine_data=data, unicode_gaps=gaps, plain_added=plain, join_id=join, native_added=native_added,
                        max_engine_id=max([*d["model"]["vocab"].values(), *(plain.ids if plain else ())]))
     return unavailable("; ".join(failures))
 
 
-def _encode_unnormalized(engine: str, data) -> Callable[[str], np.ndarray]:
-    """The one-document encode of `engine` built from `data` without its NFC, for text already
-    normalized (unicode_gaps.probe_normalization). No join id, no added tokens: the probe's texts
-    hold neither."""
+def _encode_unnormalized(engine: str, data, d: dict) -> Callable[[str], np.ndarray]:
+    """The one-document encode of `engine` built from `data` (made from the tokenizer.json `d`) without
+    its NFC, for text already normalized (unicode_gaps.probe_normalization). No join id, no added
+    tokens: the probe's texts hold neither."""
     from pipeline import fast_bpe
-    if isinstance(data, str):  # a tokenizer.json (gigatoken_definition): gigatoken applies its NFC itself
-        import orjson
-        d = orjson.loads(data)
-        d["normalizer"] = None
-        return fast_bpe.build_gigatoken_engines(orjson.dumps(d).decode(), prepared=True)[0]
+    if isinstance(data, str):  # gigatoken over the tokenizer.json, which applies its NFC itself
+        return fast_bpe.build_gigatoken_engines(fast_bpe.gigatoken_definition({**d, "normalizer": None}),
+                                                prepared=True)[0]
     if engine == "gigatoken":  # ranks: the NFC runs in Python, in front of the engine
         return fast_bpe.build_gigatoken_engines(replace(data, normalizer=None), prepared=True)[0]
     return fast_bpe.build_tiktoken_engines(replace(data, normalizer=None))[0]
