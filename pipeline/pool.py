@@ -25,7 +25,12 @@ PRELOAD = ["pipeline.blas_threads", "__main__", "numpy", "orjson", "tokenizers",
 
 
 def pool_context():
-    return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    """forkserver where the platform has it (its exit codes made thread-safe: see
+    pipeline.forkserver_exitcode), else spawn."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    from pipeline.forkserver_exitcode import ForkServerContext
+    return ForkServerContext()
 
 
 def worker_environment(threads: int = 1) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
+import threading
 import types
+from multiprocessing.connection import wait
 
 import pytest
 
@@ -116,3 +120,58 @@ def test_a_forkserver_that_dies_on_an_import_is_reported_by_name(tmp_path, demo_
     assert "a broken gigatoken install" in run.stderr  # the forkserver's own traceback
     assert "error: the worker processes could not be started: multiprocessing's forkserver" in run.stderr
     assert "EOFError" not in run.stderr
+
+
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="no forkserver on this platform")
+def test_a_killed_workers_exit_code_reads_the_same_from_many_threads():
+    """The pool's manager thread and the parent's error message read a dead worker's exit code at once.
+    CPython's own forkserver Popen lets the second reader overwrite -9 (SIGKILL, the OOM killer) with
+    255; the CI machine reported an OOM-killed worker as "exit code 255" that way."""
+    ctx = pool.pool_context()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads meet inside poll: CPython's own Popen failed 5 runs of 5 so
+    try:                         # (at the default 5 ms, rarely)
+        _read_exit_codes_from_threads(ctx, rounds=20, readers=8)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _read_exit_codes_from_threads(ctx, rounds: int, readers: int) -> None:
+    def read(proc, barrier, codes):
+        barrier.wait()
+        codes.append(proc.exitcode)
+
+    for _ in range(rounds):
+        proc = ctx.Process(target=signal.raise_signal, args=(signal.SIGKILL,))
+        proc.start()
+        wait([proc.sentinel])  # dead, its status not read yet
+        barrier, codes = threading.Barrier(readers), []
+        threads = [threading.Thread(target=read, args=(proc, barrier, codes)) for _ in range(readers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert codes == [-signal.SIGKILL] * readers
+        assert proc.exitcode == -signal.SIGKILL
+
+
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="no forkserver on this platform")
+def test_a_join_blocked_on_a_stopped_worker_does_not_block_reading_its_exit_code():
+    """Process.join() blocks outside the per-process lock: the manager thread joining a worker that is
+    stopped (SIGSTOP) must not keep the parent from reading that worker's state."""
+    ctx = pool.pool_context()
+    proc = ctx.Process(target=signal.raise_signal, args=(signal.SIGSTOP,))
+    proc.start()
+    try:
+        joiner = threading.Thread(target=proc.join, daemon=True)
+        joiner.start()
+        joiner.join(0.2)
+        assert joiner.is_alive()  # blocked in join: the worker is stopped
+        done = threading.Event()
+        threading.Thread(target=lambda: (proc.exitcode, done.set()), daemon=True).start()
+        assert done.wait(10)  # not blocked behind the joiner
+        assert proc.exitcode is None
+    finally:
+        proc.kill()
+        proc.join(10)
+    assert proc.exitcode == -signal.SIGKILL
