@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import functools
 import hashlib
 import json
 import os
@@ -364,8 +363,13 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
             proc.kill()  # don't wait for units in flight: they are redone on resume
         pool.shutdown(wait=True, cancel_futures=True)
         raise
+    # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.10-3.13), so a
+    # later shutdown(wait=True) joins nothing: the thread that sends the workers their stop and joins
+    # them is kept here, and joined by the caller. Before, a worker still starting (slow imports) could
+    # outlive the run.
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False)
-    return functools.partial(pool.shutdown, wait=True)
+    return manager.join if manager is not None else lambda: None
 
 
 _FORKSERVER_DIED = (

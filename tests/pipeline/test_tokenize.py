@@ -57,11 +57,18 @@ def test_round_trip_every_document_in_order(tmp_path, demo_tokenizer, workers):
     assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
 
 
-def test_the_workers_have_exited_when_tokenize_returns(tmp_path, demo_tokenizer):
+def test_the_workers_have_exited_when_tokenize_returns(tmp_path, demo_tokenizer, monkeypatch):
     """The pool is shut down without waiting once the last unit is in, so its workers exit while the
-    last shard is placed; the run joins them before it returns: no worker outlives it."""
+    last shard is placed; the run joins them before it returns: no worker outlives it, even one that
+    takes a second to exit (shutdown(wait=False) forgets the thread that joins them: a later
+    shutdown(wait=True) joined nothing)."""
     import multiprocessing
 
+    from pipeline import executor
+    from tests.pipeline.slow_exit_context import SlowExitContext
+
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        monkeypatch.setattr(executor, "pool_context", SlowExitContext)
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(600))
     out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", 3)
     assert read_manifest(out).splits["train"].num_docs > 0
