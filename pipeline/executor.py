@@ -40,6 +40,7 @@ from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
+from pipeline.forkserver_exitcode import forkserver_exit, kill_orphans
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
 from pipeline.pool import pool_context, warm_forkserver
@@ -359,8 +360,10 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         # Ctrl-C, a dead worker, a full disk, a bad-record budget: stop everything now
         for fut in pending:
             fut.cancel()
-        for proc in list(getattr(pool, "_processes", {}).values()):
+        procs = list(getattr(pool, "_processes", {}).values())
+        for proc in procs:
             proc.kill()  # don't wait for units in flight: they are redone on resume
+        kill_orphans(procs)  # those Process.kill() skips when the forkserver is gone
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.10-3.13), so a
@@ -412,20 +415,27 @@ def _worker_died(pool, running: dict[int, int], in_flight: dict[int, WorkUnit]) 
     dead.sort(key=lambda d: d[1] == -signal.SIGTERM)
     resume = ("finished units are kept: re-run the same command to resume (if a worker runs out of memory "
               "again, use fewer --num-workers)")
+    units = ", ".join(str(i) for i in sorted(in_flight))
     if not dead:
-        units = ", ".join(str(i) for i in sorted(in_flight))
         return f"a worker process died (killed, or out of memory) with units {units} in flight; {resume}"
     pid, code = dead[0]
-    if code == -signal.SIGKILL:
-        how = "killed by SIGKILL: out of memory, or killed by hand"
-    elif code < 0:
-        try:
-            how = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"killed by signal {-code}"
-    else:
-        how = f"exit code {code}"
+    if code == 255 and (server := forkserver_exit()) is not None:  # then every worker reads as 255
+        return (f"multiprocessing's forkserver, the process that starts prep's workers and reports how they "
+                f"end, died ({_exit_how(server)}) with units {units} in flight; {resume}")
+    how = _exit_how(code)
     unit = in_flight.get(running.get(pid, -1))
     where = (f" while tokenizing {unit.path} [bytes {unit.start}..{unit.end}] (unit {unit.index})"
              if unit is not None else "")
     return f"worker process {pid} died ({how}){where}; {resume}"
+
+
+def _exit_how(code: int) -> str:
+    """A process's exit code (-N: killed by signal N) in words."""
+    if code == -signal.SIGKILL:
+        return "killed by SIGKILL: out of memory, or killed by hand"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

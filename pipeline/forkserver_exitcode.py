@@ -9,16 +9,21 @@ how. A worker killed by the OOM killer was reported as "exit code 255" (it faile
 the CI machine): in 6 of 100 pools of two workers where one SIGKILLs itself, here, on 3.11 and on
 3.13 alike; in 0 of 300 (3.11) and 0 of 100 (3.13) with this context. A lock per process makes the read happen once (tests/pipeline/test_pool.py meets the
 race with 8 threads reading at once).
+
+When the forkserver itself dies, every worker reads as 255 (their status pipes close with it):
+`forkserver_exit` tells that case apart, so the error names the forkserver, and `kill_orphans` stops
+its workers, which Process.kill() then skips.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from multiprocessing import context, popen_forkserver
 from multiprocessing.connection import wait
 
-__all__ = ["ForkServerContext"]
+__all__ = ["ForkServerContext", "forkserver_exit", "kill_orphans"]
 
 
 class _Popen(popen_forkserver.Popen):
@@ -44,3 +49,40 @@ class _Process(context.ForkServerProcess):
 
 class ForkServerContext(context.ForkServerContext):
     Process = _Process
+
+
+def forkserver_exit() -> int | None:
+    """How multiprocessing's forkserver ended, as an exit code (-N: killed by signal N), or None
+    while it runs (or never ran, or this platform cannot tell). Once it is gone, every worker it
+    started reads as exit code 255 whether it died or not. Looked at with WNOWAIT: its status stays
+    for multiprocessing's own ensure_running, which reaps it before it starts a new forkserver."""
+    from multiprocessing import forkserver
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is None or not hasattr(os, "waitid"):
+        return None
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already: not ours to tell
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def kill_orphans(processes) -> None:
+    """SIGKILL the workers of a forkserver that has died. Each reads as exit code 255 (its status pipe
+    closed with the forkserver), and Process.kill() skips a process whose code is known: they ran
+    on, a unit's parts still being written into the run's directory after the run had failed, and a
+    stopped one (SIGSTOP) forever. Only a pid that still runs a forkserver child's command line is
+    signalled (one reused since is not ours); Linux only (/proc)."""
+    if forkserver_exit() is None:
+        return
+    for proc in processes:
+        if proc.exitcode != 255:
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                if b"multiprocessing.forkserver" in f.read():
+                    os.kill(proc.pid, signal.SIGKILL)
+        except OSError:  # gone already, or no /proc here
+            pass

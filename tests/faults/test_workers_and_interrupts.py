@@ -83,6 +83,32 @@ def test_worker_killed_from_outside_mid_unit(tmp_path, recipe, reference):
     assert_complete(out, reference)
 
 
+def test_forkserver_killed_mid_run_is_named_not_a_worker(tmp_path, recipe, reference):
+    """The forkserver (which starts the workers and reports their exits) SIGKILLed while units run, as
+    the OOM killer might: every worker then reads as "exit code 255", so the message must name the
+    forkserver and how it ended rather than blame a worker."""
+    out = tmp_path / "out"
+    tag = f"forkserver-kill-{time.monotonic_ns()}"
+    proc = run_prep(recipe, out, workers=2, fault="shard-tmp:3:stop", tag=tag, wait=False)
+    parked = _wait_stopped(tag, 2, proc)
+    server = {p.ppid() for p in parked}  # the workers' parent: the forkserver forks every one of them
+    assert len(server) == 1 and proc.pid not in server
+    t0 = time.monotonic()
+    os.kill(server.pop(), signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - t0
+    err = err.decode().replace("\n", "")
+    assert proc.returncode == 1, err
+    assert ("multiprocessing's forkserver, the process that starts prep's workers and reports how they end, "
+            "died (killed by SIGKILL: out of memory, or killed by hand) with units ") in err, err
+    assert "re-run the same command to resume" in err and "Traceback" not in err and "exit code 255" not in err
+    assert elapsed < 5, elapsed
+    assert_no_survivors(tag)
+    rerun = run_prep(recipe, out, workers=2)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_complete(out, reference)
+
+
 @pytest.mark.parametrize("target", ["group", "parent", "sigterm"])
 def test_ctrl_c_stops_workers_keeps_finished_units(tmp_path, recipe, reference, target):
     """Ctrl-C in a terminal signals the whole process group ("group"); `kill -INT` only the parent;

@@ -175,3 +175,30 @@ def test_a_join_blocked_on_a_stopped_worker_does_not_block_reading_its_exit_code
         proc.kill()
         proc.join(10)
     assert proc.exitcode == -signal.SIGKILL
+
+
+@pytest.mark.skipif(not hasattr(os, "waitid") or "forkserver" not in mp.get_all_start_methods(),
+                    reason="needs os.waitid and a forkserver")
+def test_forkserver_exit_tells_a_dead_forkserver_and_leaves_it_to_multiprocessing():
+    """The status is looked at, not reaped: multiprocessing's ensure_running reaps the dead forkserver
+    itself (a ChildProcessError there if prep had) and starts a new one."""
+    from multiprocessing import forkserver
+
+    from pipeline.forkserver_exitcode import forkserver_exit
+
+    pool.warm_forkserver()
+    pid = forkserver._forkserver._forkserver_pid
+    assert forkserver_exit() is None  # running
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(500):
+        if forkserver_exit() is not None:
+            break
+        threading.Event().wait(0.01)
+    assert forkserver_exit() == -signal.SIGKILL
+    assert forkserver_exit() == -signal.SIGKILL  # still there to be reaped
+    pool.warm_forkserver()
+    assert forkserver._forkserver._forkserver_pid != pid and forkserver_exit() is None
+    proc = pool.pool_context().Process(target=signal.raise_signal, args=(signal.SIGKILL,))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL  # the new forkserver starts processes and reports their ends
