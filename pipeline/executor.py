@@ -40,7 +40,7 @@ from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
 from pipeline.errors import PrepError
 from pipeline.finalize import finalize
-from pipeline.forkserver_exitcode import forkserver_exit, kill_orphans
+from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
 from pipeline.pool import pool_context, warm_forkserver
@@ -419,7 +419,7 @@ def _worker_died(pool, running: dict[int, int], in_flight: dict[int, WorkUnit]) 
     if not dead:
         return f"a worker process died (killed, or out of memory) with units {units} in flight; {resume}"
     pid, code = dead[0]
-    if code == 255 and (server := forkserver_exit()) is not None:  # then every worker reads as 255
+    if code == 255 and (server := forkserver_exit(wait=DYING_S)) is not None:  # then every worker reads as 255
         return (f"multiprocessing's forkserver, the process that starts prep's workers and reports how they "
                 f"end, died ({_exit_how(server)}) with units {units} in flight; {resume}")
     how = _exit_how(code)

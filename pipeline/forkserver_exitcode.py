@@ -20,10 +20,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from multiprocessing import context, popen_forkserver
 from multiprocessing.connection import wait
 
-__all__ = ["ForkServerContext", "forkserver_exit", "kill_orphans"]
+__all__ = ["ForkServerContext", "forkserver_exit", "kill_orphans", "DYING_S"]
+
+# How long a forkserver whose workers all read as 255 is given to become waitable. Killed here with a
+# worker running: not yet waitable when the worker's pipe read EOF in 14 of 50 tries, waitable after
+# one 5 ms sleep in all of them. A forkserver that still runs costs this once, on the way to an error.
+DYING_S = 1.0
 
 
 class _Popen(popen_forkserver.Popen):
@@ -51,22 +57,28 @@ class ForkServerContext(context.ForkServerContext):
     Process = _Process
 
 
-def forkserver_exit() -> int | None:
+def forkserver_exit(wait: float = 0.0) -> int | None:
     """How multiprocessing's forkserver ended, as an exit code (-N: killed by signal N), or None
     while it runs (or never ran, or this platform cannot tell). Once it is gone, every worker it
-    started reads as exit code 255 whether it died or not. Looked at with WNOWAIT: its status stays
-    for multiprocessing's own ensure_running, which reaps it before it starts a new forkserver."""
+    started reads as exit code 255 whether it died or not. A dying process closes its files before it
+    becomes waitable, so a pool can see the workers' pipes close first: `wait` seconds are given for
+    that (None after them means it runs). Looked at with WNOWAIT: its status stays for
+    multiprocessing's own ensure_running, which reaps it before it starts a new forkserver."""
     from multiprocessing import forkserver
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if pid is None or not hasattr(os, "waitid"):
         return None
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped already: not ours to tell
-        return None
-    if info is None or info.si_pid == 0:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already: not ours to tell
+            return None
+        if info is not None and info.si_pid != 0:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
 
 
 def kill_orphans(processes) -> None:
@@ -75,11 +87,10 @@ def kill_orphans(processes) -> None:
     on, a unit's parts still being written into the run's directory after the run had failed, and a
     stopped one (SIGSTOP) forever. Only a pid that still runs a forkserver child's command line is
     signalled (one reused since is not ours); Linux only (/proc)."""
-    if forkserver_exit() is None:
+    suspects = [proc for proc in processes if proc.exitcode == 255]
+    if not suspects or forkserver_exit(wait=DYING_S) is None:
         return
-    for proc in processes:
-        if proc.exitcode != 255:
-            continue
+    for proc in suspects:
         try:
             with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
                 if b"multiprocessing.forkserver" in f.read():
