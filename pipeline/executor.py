@@ -366,7 +366,7 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         kill_orphans(procs)  # those Process.kill() skips when the forkserver is gone
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.10-3.13), so a
+    # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.11 and 3.13), so a
     # later shutdown(wait=True) joins nothing: the thread that sends the workers their stop and joins
     # them is kept here, and joined by the caller. Before, a worker still starting (slow imports) could
     # outlive the run.

@@ -1,14 +1,15 @@
 """A forkserver context whose workers' exit codes survive being read from two threads at once.
 
-CPython's forkserver `Popen.poll` (the same in 3.11.7 and 3.13.0) reads a dead child's status, 8 bytes the forkserver
-writes on the child's sentinel pipe, with no lock. When two threads poll one dead worker together,
-both see the pipe readable; the first reads the status (-9 for SIGKILL), the second reads EOF and
-overwrites it with 255 ("perhaps the forkserver process itself got killed"). ProcessPoolExecutor's
-manager thread polls every worker once one dies, exactly when the parent asks which one died and
-how. A worker killed by the OOM killer was reported as "exit code 255" (it failed two fault tests on
-the CI machine): in 6 of 100 pools of two workers where one SIGKILLs itself, here, on 3.11 and on
-3.13 alike; in 0 of 300 (3.11) and 0 of 100 (3.13) with this context. A lock per process makes the read happen once (tests/pipeline/test_pool.py meets the
-race with 8 threads reading at once).
+CPython's forkserver `Popen.poll` (the same in 3.11.7 and 3.13.0) reads a dead child's status, 8
+bytes the forkserver writes on the child's sentinel pipe, with no lock. When two threads poll one
+dead worker together, both see the pipe readable; the first reads the status (-9 for SIGKILL), the
+second reads EOF and overwrites it with 255 ("perhaps the forkserver process itself got killed").
+ProcessPoolExecutor's manager thread polls every worker once one dies, exactly when the parent asks
+which one died and how. So a worker killed by the OOM killer was reported as "exit code 255" (two
+fault tests failed that way on the CI machine): in 6 of 100 pools of two workers where one SIGKILLs
+itself, here, on 3.11 and 3.13 alike; in 0 of 300 (3.11) and 0 of 100 (3.13) with this context. A
+lock per process makes the read happen once (tests/pipeline/test_pool.py meets the race with 8
+threads reading at once).
 
 When the forkserver itself dies, every worker reads as 255 (their status pipes close with it):
 `forkserver_exit` tells that case apart, so the error names the forkserver, and `kill_orphans` stops
