@@ -1,4 +1,4 @@
-"""Worker thread settings (pipeline/pool.py)."""
+"""The worker pool: thread settings, the forkserver and its exit codes (pipeline/pool.py, pipeline/forkserver_exitcode.py)."""
 
 from __future__ import annotations
 
