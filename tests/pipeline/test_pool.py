@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import types
 from multiprocessing.connection import wait
 
@@ -193,7 +194,7 @@ def test_forkserver_exit_tells_a_dead_forkserver_and_leaves_it_to_multiprocessin
     for _ in range(500):
         if forkserver_exit() is not None:
             break
-        threading.Event().wait(0.01)
+        time.sleep(0.01)
     assert forkserver_exit() == -signal.SIGKILL
     assert forkserver_exit() == -signal.SIGKILL  # still there to be reaped
     pool.warm_forkserver()
