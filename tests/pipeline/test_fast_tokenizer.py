@@ -376,9 +376,13 @@ def test_combining_marks_that_tokenizers_nfc_does_not_know_go_to_the_reference(t
     spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
     assert spec.backend in ("gigatoken", "tiktoken")
     enc = spec.build_encoder()
-    if enc._encode_one(text).tolist() == want:  # tokenizers with newer NFC tables, or Python 3.10's older ones
-        pytest.skip("this tokenizers and this engine normalize U+0898 alike")
-    assert any(a <= 0x898 <= b for a, b in spec.unicode_gaps)
+    # which marks the engine normalizes otherwise depends on its NFC's tables: Python 3.10's
+    # unicodedata (Unicode 13) leaves U+0898 unassigned, as tokenizers does, but not U+09FE (Unicode 11)
+    differing = [mark for piece, mark in (("\u0627\u064e\u0898", 0x898), ("q\u09fe\u0334", 0x9fe))
+                 if enc._encode_one(piece).tolist() != tok.encode(piece, add_special_tokens=False).ids]
+    if not differing:  # tokenizers with newer NFC tables
+        pytest.skip("this tokenizers and this engine normalize U+0898 and U+09FE alike")
+    assert all(any(a <= mark <= b for a, b in spec.unicode_gaps) for mark in differing)
     ids, lengths = enc.encode_batch([text, "plain text's", "caf\u00e9 \u2019s"])
     assert ids[:lengths[0]].tolist() == want and enc.num_referred == 1
     assert unicode_gaps.merge([(1, 3), (9, 9)], [(4, 5), (7, 8), (20, 30)], [(25, 26)]) == ((1, 5), (7, 9), (20, 30))
