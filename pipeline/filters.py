@@ -204,13 +204,14 @@ class Batcher:
             # the shortest prefix of the first n documents reaching batch_chars (C-level scan)
             n = min(n, bisect.bisect_left(list(accumulate(map(len, self.texts[:n]))), self.batch_chars) + 1)
         if n >= len(self.texts):
-            texts, positions = self.texts, self.positions
+            texts, positions, chars = self.texts, self.positions, self.chars
             self.texts, self.positions, self.chars = [], [], 0
         else:  # from the end of a long queue, one batch at a time would copy the rest each time
             texts, positions = self.texts[:n], self.positions[:n]
             del self.texts[:n], self.positions[:n]
-            self.chars -= sum(map(len, texts))
-        return DocBatch(texts, np.asarray(positions, dtype=np.int64), nbytes)
+            chars = sum(map(len, texts))
+            self.chars -= chars
+        return DocBatch(texts, np.asarray(positions, dtype=np.int64), nbytes, chars)
 
 
 # -- exact dedup -----------------------------------------------------------------------------------

@@ -182,15 +182,17 @@ class Encoder:
             return False
         return max([top, *self.prefix, *self.suffix]) <= np.iinfo(dtype).max
 
-    def encode_batch(self, texts: list[str], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, lengths); ids are `dtype` (cast unchecked: give a narrower one only where `fits`)."""
+    def encode_batch(self, texts: list[str], dtype=np.uint32, chars: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, lengths); ids are `dtype` (cast unchecked: give a narrower one only where `fits`).
+        `chars`: the texts' characters, where the caller counted them (a DocBatch's), so the join test
+        below need not count them again."""
         if self._encode_one is None:
             return self._from_lists(self._encode_lists(texts))
         # before encoding: an engine that reads a str's UTF-8 leaves it cached in the object, and the
         # O(1) width test in unicode_gaps then sees every non-ASCII text as wide (57 MB: 5 -> 50 ms)
         referred = self._gaps.find(texts) if self._gaps is not None else []
         if (self._encode_joined is not None and not referred and len(texts) > 1
-                and sum(map(len, texts)) < joined.JOIN_MEAN_CHARS * len(texts)):
+                and (sum(map(len, texts)) if chars is None else chars) < joined.JOIN_MEAN_CHARS * len(texts)):
             together = self._encode_joined(texts)
             if together is not None:
                 if self._verify_left > 0:

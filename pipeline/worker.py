@@ -88,7 +88,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         for batch in get_reader(unit.format).iter_batches(unit, source, bad, encoder.batch_docs(recipe.batch_docs)):
             docs = tokens = 0
             if batch.texts:
-                ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype)
+                ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype, batch.chars)
                 keep = lengths > 0
                 empty += int(keep.size - keep.sum())
                 if checked:

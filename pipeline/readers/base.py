@@ -80,6 +80,7 @@ class DocBatch:
     texts: list[str]
     positions: np.ndarray  # int64[len(texts)]: stable position of each document in its file
     nbytes: int            # input bytes consumed since the previous batch (progress)
+    chars: int | None = None  # characters in `texts`, when the maker counted them (Batcher does)
 
 
 class BadRecords:

@@ -323,6 +323,8 @@ def test_batcher_extend_is_add_for_each(texts, min_chars, max_chars, batch_docs,
                 while b.full():
                     out.append(b.take(0))
         out.append(b.take(0))
+        # each batch's `chars` is what the Encoder's join test reads instead of counting again
+        assert all(x.chars == sum(map(len, x.texts)) for x in out)
         return [(x.texts, x.positions.tolist()) for x in out], list(bad.counts.items())
 
     assert batches(False) == batches(True)
