@@ -367,14 +367,21 @@ class _ShardBuild:
 
     def _seal(self) -> str:
         try:
-            if self._syncing is not None:
-                syncing, self._syncing = self._syncing, None
-                syncing.result()
-            os.fsync(self._out.fileno())
-            self._out.close()
-            self._out = None
-            write_idx(self.tmp_idx, np.concatenate(self._lengths), self.asm.dtype)
-            self._lengths = []
+            # the index is written and fsynced on a helper while this thread fsyncs the data, so the
+            # two syncs overlap: one shard of 324 K paragraphs took 11-13 ms for the .bin's fsync,
+            # then 23-25 ms for its 6.5 MB .idx (20 bytes per document), after the last unit
+            lengths, self._lengths = np.concatenate(self._lengths), []
+            indexing = self.asm._helpers.submit(write_idx, self.tmp_idx, lengths, self.asm.dtype)
+            try:
+                if self._syncing is not None:
+                    syncing, self._syncing = self._syncing, None
+                    syncing.result()
+                os.fsync(self._out.fileno())
+                self._out.close()
+                self._out = None
+            finally:
+                wait([indexing])  # done with tmp_idx before any error's cleanup removes it
+            indexing.result()
             os.replace(self.tmp_bin, self.bin_path)
             os.replace(self.tmp_idx, self.idx_path)
         except OSError as e:
