@@ -291,6 +291,38 @@ def test_periodic_syncs_run_beside_the_copy_and_a_failed_one_names_the_shard(tmp
     assert not [t for t in threading.enumerate() if t.name.startswith("prep-place")]  # helpers stopped
 
 
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_index_is_written_beside_the_data_sync_and_a_full_disk_there_names_the_shard(tmp_path, monkeypatch, fail):
+    """A concatenated shard's .idx is written (and fsynced) on a helper thread while the shard's
+    thread fsyncs its .bin; a write that fails there (ENOSPC, which names no file) fails the shard,
+    naming it, with no temporaries left."""
+    import threading
+
+    import pipeline.assemble as assemble
+
+    real, threads = assemble.write_idx, []
+
+    def write_idx(path, lengths, dtype, sync=True):
+        threads.append(threading.current_thread().name)
+        if fail:
+            path.write_bytes(b"MMIDIDX")  # a partial index, left for the cleanup to remove
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, lengths, dtype, sync)
+    monkeypatch.setattr(assemble, "write_idx", write_idx)
+    parts, docs = _write_parts(tmp_path / "parts", [[40, 3], [40], [5, 40], [40]])
+    if fail:
+        _assert_placing_fails_cleanly(tmp_path, parts, errno.ENOSPC)
+    else:
+        stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000)
+        for p in parts:
+            stream.feed({"shards": {"train": [p]}})
+        (info,) = stream.finish()["train"]
+        ids, lengths, sha = _read_shard(tmp_path / "out" / "train" / info.name)
+        assert np.array_equal(ids, np.concatenate([d[0] for d in docs])) and sha == info.sha256
+        assert lengths.tolist() == [40, 3, 40, 5, 40, 40]
+    assert len(threads) == 1 and threads[0].startswith("prep-place_")  # a helper, not the shard's own thread
+
 def _stream_with_journal(tmp_path, shard_tokens=60):
     journal = []
     stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, shard_tokens,
