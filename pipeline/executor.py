@@ -61,6 +61,7 @@ class TokenizeResult:
     out: Path
     seconds: float = 0.0
     input_bytes: int = 0
+    tokens_run: int = 0  # tokens the units run by this call made (a resumed run's share, not the dataset's)
     units_run: int = 0
     units_total: int = 0
     already_complete: bool = False
@@ -187,8 +188,10 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     notes = [f"{len(failed)} unit(s) failed and were left out; see failed_units in the manifest"] if failed else []
     if spec.backend_reason:
         notes.append(spec.backend_reason)
-    return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, len(todo),
-                          len(units), notes=notes)
+    ran = {u.index for u in todo}
+    tokens_run = sum(sum(r["num_tokens"].values()) for i, r in results.items() if i in ran and r["status"] == "ok")
+    return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, tokens_run,
+                          len(todo), len(units), notes=notes)
 
 
 def _refuse_damaged(out: Path) -> None:

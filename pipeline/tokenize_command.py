@@ -62,7 +62,7 @@ def _print_summary(name: str, result) -> None:
                       f"{s.num_tokens / max(s.num_docs, 1):,.1f}")
     out.print(table)
     if not result.already_complete:
-        toks = sum(s.num_tokens for s in m.splits.values())
+        toks = result.tokens_run  # a resumed run: its own units' tokens, as input_bytes counts its own bytes
         secs = max(result.seconds, 1e-9)
         out.print(f"{result.units_run}/{result.units_total} units in {result.seconds:.1f} s: "
                   f"{result.input_bytes / secs / 1e6:.1f} MB/s input, {toks / secs / 1e6:.2f} Mtok/s; "

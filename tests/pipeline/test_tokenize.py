@@ -15,8 +15,10 @@ import pytest
 from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
+import pipeline.executor as executor
 from pipeline.cli import app
 from pipeline.manifest import read_manifest
+from pipeline.recipe import Recipe
 from tests.conftest import demo_texts, read_split, tree_bytes, write_jsonl, write_recipe
 
 runner = CliRunner()
@@ -199,9 +201,13 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, demo_tokenizer):
     finished = journal.read_text().count("\n")
     assert 5 <= finished < 100, finished  # guard: killed mid-run, not before or after
     assert not (out / "manifest.json").exists()
-    code, output = run_cli("--recipe", recipe, "-j", "3")
-    assert code == 0, output
+    units = [json.loads(x) for x in journal.read_text().splitlines() if '"status"' in x]
+    result = executor.tokenize(Recipe.from_yaml(str(recipe), []), num_workers=3, show_progress=False)
     assert tree_bytes(out) == tree_bytes(clean)
+    # the summary's rates are the resumed run's own: its units' bytes and tokens, not the dataset's
+    total = sum(s.num_tokens for s in read_manifest(out).splits.values())
+    assert result.units_run == result.units_total - len(units)
+    assert result.tokens_run == total - sum(sum(u["num_tokens"].values()) for u in units) < total
 
 
 def test_pool_broken_at_submit_is_a_named_error_not_a_traceback(tmp_path, demo_tokenizer, monkeypatch):
@@ -210,7 +216,6 @@ def test_pool_broken_at_submit_is_a_named_error_not_a_traceback(tmp_path, demo_t
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    import pipeline.executor as executor
 
     class BreaksOnFifthSubmit(ProcessPoolExecutor):
         submits = 0
