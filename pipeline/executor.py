@@ -161,7 +161,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         join_pool = None
         try:
             feed.advance()  # units journaled by an interrupted run
-            with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console) as progress:
+            with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console,
+                             units_total=len(units), units_done=len(units) - len(todo)) as progress:
                 if workers == 1:
                     _run_inline(todo, ctx, state, results, progress, after)
                 else:
