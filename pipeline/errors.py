@@ -3,13 +3,19 @@
 The CLI prints `PrepError` as a single line and exits 1; anything else is a bug and keeps its traceback.
 """
 
-__all__ = ["PrepError", "closest"]
+__all__ = ["PrepError", "SchemaError", "closest"]
 
 import difflib
 
 
 class PrepError(ValueError):
     """A user-facing error: bad recipe, bad input, refused operation."""
+
+
+class SchemaError(PrepError):
+    """The input does not have the fields the recipe names (a text_field that is no column, or that no
+    record of a file's first unit has). It stops the run under `on_bad_record: skip` too: it is the
+    recipe's mistake, not a damaged file, and left alone it would give an empty dataset and exit 0."""
 
 
 def closest(word: str, choices) -> str:

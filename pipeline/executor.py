@@ -180,6 +180,12 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             if join_pool is not None:
                 join_pool()
         failed = [r for r in results.values() if r["status"] != "ok"]
+        if failed and len(failed) == len(units):
+            # under skip each damaged file fails only its units; with no unit left there is no dataset,
+            # and exit 0 with an empty one would hide it (nothing was placed, so --overwrite loses nothing)
+            first = min(failed, key=lambda r: r["unit"])
+            raise PrepError(f"every unit failed ({len(failed)}), so there is nothing to write; the first: "
+                            f"{first['error']}. Fix the input, then re-run with --overwrite")
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
                             splits=splits, placed=placed)
@@ -369,6 +375,9 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
             proc.kill()  # don't wait for units in flight: they are redone on resume
         kill_orphans(procs)  # those Process.kill() skips when the forkserver is gone
         pool.shutdown(wait=True, cancel_futures=True)
+        # freed now, not when the traceback goes: their semaphores are unlinked by finalizers that an
+        # error exit (os._exit) would skip, and the resource tracker then warned of 5 leaked semaphores
+        del pool, queue, starts, procs
         raise
     # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.11 and 3.13), so a
     # later shutdown(wait=True) joins nothing: the thread that sends the workers their stop and joins

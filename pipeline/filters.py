@@ -50,11 +50,24 @@ def get_value(record, name: str):
     if isinstance(record, dict) and name in record:
         return record[name]
     node = record
-    for part in name.split("."):
+    parts = name.split(".")
+    for depth, part in enumerate(parts):
         if not isinstance(node, dict) or part not in node:
-            raise RecordError("missing_field", f"no {name!r}")
+            raise RecordError("missing_field", f"no {name!r}; {_has(node, '.'.join(parts[:depth]))}")
         node = node[part]
     return node
+
+
+def _has(node, where: str) -> str:
+    """What a record holds at `where` ("": its top), where a field was looked for: its keys there
+    (the first 10), or its type. Only on the way to a rejection, so never on the fast path."""
+    where = repr(where) if where else "the record"
+    if not isinstance(node, dict):
+        return f"{where} is {type(node).__name__}, not an object"
+    keys = list(node)
+    if not keys:
+        return f"{where} has no keys"
+    return f"{where} has {', '.join(map(repr, keys[:10]))}{' ...' if len(keys) > 10 else ''}"
 
 
 def parse_template(template: str, where: str = "text_template") -> tuple[list[str], str]:

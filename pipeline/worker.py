@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import SchemaError
 from pipeline.filters import DEDUP_DIR, DedupLog
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
@@ -22,6 +23,7 @@ from pipeline.tokenizers import Encoder, TokenizerSpec
 __all__ = ["WorkerContext", "process_unit", "val_mask", "rejects_name", "SPLITS"]
 
 SPLITS = ("train", "val")
+FILTERED = {"too_short", "too_long"}  # records that had a text, dropped by min_chars/max_chars
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -84,9 +86,11 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     empty = 0
     counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
     dedup = DedupLog() if recipe.dedup == "exact" else None  # hashes of written docs, for finalize
+    texts = 0  # records that gave a text (kept or not)
     try:
         for batch in get_reader(unit.format).iter_batches(unit, source, bad, encoder.batch_docs(recipe.batch_docs)):
             docs = tokens = 0
+            texts += len(batch.texts)
             if batch.texts:
                 ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype, batch.chars)
                 keep = lengths > 0
@@ -111,6 +115,8 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
                     docs += n
                     tokens += int(w_ids.size)
             report(batch.nbytes, docs, tokens)
+        if unit.start == 0:
+            _check_fields_found(unit, source, bad, texts)
     except BaseException as e:
         for w in writers.values():
             w.__exit__(type(e), e, None)
@@ -141,3 +147,19 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         **rejects,
         **({"dedup": dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if dedup is not None else {}),
     }
+
+
+def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> None:
+    """SchemaError when no record of a file's first unit had the text field and most rejects say so:
+    a recipe naming the wrong field (say `content` for records holding `text`) would otherwise reject
+    every record of every file and end in an empty dataset, exit 0."""
+    missing = bad.counts.get("missing_field", 0)
+    if texts or not missing or 2 * missing < len(bad.rows) or bad.counts.keys() & FILTERED:
+        return
+    first = next(r for r in bad.rows if r["reason"] == "missing_field")
+    at = (f"line {first['line']}" if "line" in first else f"row {first['row']}" if "row" in first
+          else f"byte {first['position']}")
+    key = "text_template" if source.text_template else "text_field"
+    raise SchemaError(f"{first['source']}: {key} names a field that none of the {missing:,} records of this "
+                      f"file's first unit has ({at}: {first.get('detail', '')}); set source.{key} to the "
+                      "field holding the text")

@@ -30,7 +30,7 @@ import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, SchemaError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
 from pipeline.recipe import HF_SAVED_MARKERS, SourceConfig, is_local_saved_dataset, is_url
@@ -215,7 +215,7 @@ def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
     missing = [c for c in extract.columns if c not in names]
     if missing:
         what = "text_template field" if source.text_template else "text_field"
-        raise PrepError(f"source.{'text_template' if source.text_template else 'text_field'}: {what} "
+        raise SchemaError(f"source.{'text_template' if source.text_template else 'text_field'}: {what} "
                         f"{missing[0]!r} is not a column of {source.path}; it has {', '.join(map(repr, names))}")
 
 

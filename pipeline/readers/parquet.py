@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, SchemaError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, file_size, open_raw
 from pipeline.recipe import SourceConfig
@@ -47,6 +47,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
             units.append(WorkUnit(0, source_index, fi, path, "parquet", 0, -1, file_size(path, source.storage_options)))
             continue
         with f:
+            _check_columns(path, pf.schema_arrow.names, source)  # before any worker starts
             meta = pf.metadata
             sizes = [_row_group_bytes(meta, i) for i in range(meta.num_row_groups)]
         first, acc = 0, 0
@@ -58,6 +59,18 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         if first < len(sizes):
             units.append(WorkUnit(0, source_index, fi, path, "parquet", first, len(sizes), acc))
     return units
+
+
+def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
+    """SchemaError unless the file has the column(s) the text is made of (a plain text_field may be a
+    dotted column name, or a column holding structs: checked per record)."""
+    extract = TextExtractor(source.text_field, source.text_template)
+    missing = [c for c in extract.columns if c not in names]
+    if missing and not (source.text_template is None and extract.field in names):
+        key = "text_template" if source.text_template else "text_field"
+        what = "text_template field" if source.text_template else "text_field"
+        raise SchemaError(f"{path}: {what} {missing[0]!r} is not a column; the file has "
+                          f"{', '.join(map(repr, names[:20]))}{' ...' if len(names) > 20 else ''}; set source.{key}")
 
 
 def _texts_of(column, errors: str) -> list:
@@ -103,12 +116,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     with f:
         meta = pf.metadata
         names = pf.schema_arrow.names
-        missing = [c for c in extract.columns if c not in names]
+        _check_columns(unit.path, names, source)  # again: the file may have been replaced since the plan
         plain = source.text_template is None and extract.field in names  # one column, values are the texts
-        if missing and not plain:
-            what = "text_template field" if source.text_template else "text_field"
-            raise PrepError(f"{unit.path}: {what} {missing[0]!r} is not a column; the file has "
-                            f"{', '.join(map(repr, names[:20]))}{' ...' if len(names) > 20 else ''}")
         columns = [extract.field] if plain else extract.columns
         end = unit.end if unit.end >= 0 else meta.num_row_groups
         row0 = sum(meta.row_group(i).num_rows for i in range(unit.start))

@@ -21,7 +21,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, SchemaError
 from pipeline.executor import tokenize
 from pipeline.manifest import read_manifest
 from pipeline.readers import plan_units
@@ -181,11 +181,43 @@ def test_every_bad_record_reason_is_counted_and_listed(tmp_path):
         ("a.jsonl", 5, "non_string_text"), ("a.jsonl", 6, "invalid_utf8"), ("a.jsonl", 7, "record_too_large"),
         ("b.csv", 1, "wrong_column_count"), ("b.csv", 2, "record_too_large")]
     assert all(len(r["text"]) <= 200 for r in rows) and rows[5]["text"] == ('{"text": "' + long_text)[:200]
+    assert rows[1]["detail"] == "no 'text'; the record has 'body'"  # what the record holds instead
     replaced = run(tmp_path, {"path": str(d / "a.jsonl"), "encoding_errors": "replace", "max_record_bytes": None},
                    "replaced")
     assert read_manifest(replaced).splits["train"].num_docs == 3
     with pytest.raises(PrepError, match=r"a\.jsonl at line 2: malformed_json"):
         run(tmp_path, {"path": str(d / "a.jsonl")}, "strict", on_bad_record="error")
+
+
+def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
+    """The recipe's mistake, not bad records: without this a wrong text_field rejected every record (or
+    failed every unit) and the run ended with an empty dataset, exit 0."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.jsonl").write_text("".join(json.dumps({"content": t, "id": i}) + "\n" for i, t in enumerate(["x", "y"] * 50)))
+    with pytest.raises(SchemaError, match=r"a\.jsonl: text_field names a field that none of the 100 records of this "
+                                          r"file's first unit has \(line 1: no 'text'; the record has 'content', 'id'\)"):
+        run(tmp_path, {"path": str(d / "a.jsonl")}, "jsonl")
+    (d / "n.jsonl").write_text(json.dumps({"meta": {"body": "x"}}) + "\n")
+    with pytest.raises(SchemaError, match=r"text_template names a field .* \(line 1: no 'meta.title'; 'meta' has 'body'\)"):
+        run(tmp_path, {"path": str(d / "n.jsonl"), "text_template": "{meta.title}"}, "nested")
+    pq.write_table(pa.table({"body": ["x"] * 10}), d / "b.parquet")
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "b.parquet")}, "tokenizer": {"path": "t.json"},
+                               "output": {"dir": str(tmp_path / "never")}})
+    with pytest.raises(SchemaError, match=r"b\.parquet: text_field 'text' is not a column; the file has 'body'"):
+        plan_units(recipe)  # in the parent, from the footer, before any worker starts
+    (d / "c.csv").write_text("id,body\n1,x\n2,y\n")
+    with pytest.raises(SchemaError, match=r"c\.csv: text_field 'text' is not a column; the header has 'id', 'body'"):
+        run(tmp_path, {"path": str(d / "c.csv")}, "csv", workers=2)
+    assert not any((tmp_path / "out").rglob("manifest.json"))
+    # a file's first unit that gave no text, but mostly for other reasons: bad records, listed as such
+    (d / "m.jsonl").write_text('{"body": 1}\n{"text": \n{"text": 5}\n{"text": null}\n')
+    m = read_manifest(run(tmp_path, {"path": str(d / "m.jsonl")}, "mixed"))
+    assert m.skipped == {"missing_field": 1, "malformed_json": 1, "non_string_text": 1, "null_text": 1}
+    # and records lacking the field next to records that have it are bad records too
+    (d / "p.jsonl").write_text('{"body": 1}\n{"text": "fine"}\n')
+    m = read_manifest(run(tmp_path, {"path": str(d / "p.jsonl")}, "partial"))
+    assert m.skipped == {"missing_field": 1} and m.splits["train"].num_docs == 1
 
 
 def test_truncated_zst_names_file_and_offset_and_resumes_after_replacement(tmp_path):
@@ -227,6 +259,11 @@ def test_under_skip_a_damaged_file_fails_only_its_unit(tmp_path):
     m = read_manifest(out)
     assert m.splits["train"].num_docs == 1
     assert len(m.failed_units) == 1 and "b.jsonl.gz: corrupt or truncated input" in m.failed_units[0]["error"]
+    # with no other unit there is no dataset: an error, not an empty dataset and exit 0
+    with pytest.raises(PrepError, match=r"every unit failed \(1\), so there is nothing to write; the first: "
+                                        r".*b\.jsonl\.gz: corrupt or truncated input.* re-run with --overwrite"):
+        run(tmp_path, {"path": str(d / "b.jsonl.gz"), "format": "jsonl"}, "allfail")
+    assert not (tmp_path / "out" / "allfail" / "manifest.json").exists()
 
 
 # -- property: random corruption never crashes a `skip` run and never loses an intact document -----

@@ -167,3 +167,19 @@ def test_the_direct_path_and_the_typer_command_answer_alike(tmp_path, demo_token
     assert run[0] == 0 and "train" in run[1]
     assert rerun[0] == 0 and "OUT: already complete" in rerun[1]
     assert error[0] == 1 and error[2].startswith("error: tokenizer.path: t.json does not exist")
+
+
+def test_a_wrong_text_field_stops_two_workers_with_one_line(tmp_path, demo_tokenizer):
+    """Under on_bad_record: skip (the default), a recipe naming a field the records lack is an error, not
+    an empty dataset and exit 0; the console script's error exit (os._exit) leaks no semaphore of the
+    pool's queues (the resource tracker used to warn of 5)."""
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          num_workers=2, source__text_field="content")
+    code = ("import sys; from pipeline.launch import console; "
+            f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']; console()")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.startswith(f"error: {DEMO_CORPUS}: text_field names a field that none of the "), run.stderr
+    assert "line 1: no 'content'; the record has 'id', 'text'" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr  # nothing else: no warning, no traceback
+    assert not (tmp_path / "out" / "manifest.json").exists()
