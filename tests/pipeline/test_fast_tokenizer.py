@@ -1051,6 +1051,54 @@ def test_worker_verification_catches_a_mismatch(trained):
     enc.encode_batch(["the quick brown fox"])
 
 
+def test_a_long_document_is_verified_by_its_prefix(trained, monkeypatch):
+    """The check encodes at most VERIFY_CHARS characters with tokenizers: a document longer than that
+    is checked by its prefix, which the fast engine encodes again (a 50 MB first document took 31 s)."""
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    real = ptok._hf_tokenizer
+    seen: list[int] = []
+
+    def counting(definition):
+        tok = real(definition)
+        return SimpleNamespace(encode_batch_fast=lambda texts, **kw: seen.extend(map(len, texts))
+                               or tok.encode_batch_fast(texts, **kw))
+    monkeypatch.setattr(ptok, "_hf_tokenizer", counting)
+    long_doc = " ".join(["the quick brown fox jumps"] * (ptok.VERIFY_CHARS // 10))  # ~2.5 x VERIFY_CHARS
+    for early in (False, True):
+        enc = spec.build_encoder()
+        enc._rss_limit = 0
+        good = enc._encode_one
+        # a wrong id early in the document (fox -> cat) is inside the prefix; one past it is not
+        enc._encode_one = (lambda text, good=good: good(text.replace("fox", "cat", 1))) if early else (
+            lambda text, good=good: good(text[:-5] + text[-5:].replace("jumps", "leaps")))
+        enc.verify_next_documents()
+        seen.clear()
+        if early:
+            with pytest.raises(FastPathMismatch, match=r"text 1 \('the quick brown fox jumps"):
+                enc.encode_batch(["short one", long_doc])
+        else:
+            enc.encode_batch(["short one", long_doc])  # the prefix is right: no mismatch
+            enc.encode_batch(["not checked any more"])
+        assert seen == [9, ptok.VERIFY_CHARS - 9]
+
+
+def test_documents_given_to_tokenizers_are_not_verified_again(trained, monkeypatch):
+    spec = load_tokenizer(TokenizerConfig(path=str(trained["gpt2_style"])))
+    enc = spec.build_encoder()
+    held = f"plain {joined.SEPARATOR} text"  # goes to tokenizers whole
+    real = ptok._hf_tokenizer
+    seen: list[str] = []
+
+    def recording(definition):
+        tok = real(definition)
+        return SimpleNamespace(encode_batch_fast=lambda texts, **kw: seen.extend(texts) or tok.encode_batch_fast(texts, **kw),
+                               encode=tok.encode)
+    monkeypatch.setattr(ptok, "_hf_tokenizer", recording)
+    enc.verify_next_documents()
+    enc.encode_batch(["x", held, "y"])
+    assert seen == ["x", "y"] and enc.num_referred == 1
+
+
 def test_first_unit_is_verified_in_the_worker(trained, tmp_path, monkeypatch):
     """process_unit arms the check for unit 0: a wrong engine stops the run (not a failed unit)."""
     from pipeline.executor import tokenize
