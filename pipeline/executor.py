@@ -69,7 +69,8 @@ class TokenizeResult:
 
 
 def _fingerprint(recipe_dict: dict, tokenizer_sha: str, units: list[WorkUnit]) -> str:
-    plan = [(u.path, u.start, u.end, *u.paths) for u in units]  # not sizes: a replaced damaged file may resume
+    # not sizes: a replaced damaged file may resume
+    plan = [(u.path, u.start, u.end, *u.paths, *[(m.path, m.start, m.end) for m in u.group]) for u in units]
     blob = json.dumps([recipe_dict, tokenizer_sha, plan], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -192,7 +193,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         faults.point("manifest-after")
         trace.event("manifest")
         state.cleanup()
-    notes = [f"{len(failed)} unit(s) failed and were left out; see failed_units in the manifest"] if failed else []
+    left_out = len(manifest.failed_units)
+    notes = [f"{left_out} unit(s) or file(s) failed and were left out; see failed_units in the manifest"
+             ] if left_out else []
     if spec.backend_reason:
         notes.append(spec.backend_reason)
     ran = {u.index for u in todo}

@@ -248,6 +248,10 @@ class DedupLog:
         rec["hi"], rec["lo"], rec["val"] = h[:, 0], h[:, 1], is_val[idx]
         self._chunks.append(rec)
 
+    def absorb(self, other: DedupLog) -> None:
+        """Append another log's documents (a group member's, pipeline.worker), after this one's."""
+        self._chunks += other._chunks
+
     def write(self, directory: Path, prefix: str) -> str:
         """Write DIR/<prefix>.npy atomically; returns the file name for the unit's journal entry."""
         directory.mkdir(parents=True, exist_ok=True)

@@ -62,8 +62,10 @@ def finalize(out: Path, state: RunState, results: dict[int, dict], num_units: in
     if duplicates:
         skipped["duplicate"] = duplicates
     _write_rejects(out, state, ok)
-    failed = tuple({"unit": r["unit"], "path": r.get("path", ""), "error": r.get("error", "")}
-                   for r in ordered if r["status"] != "ok")
+    # a unit of small files lists each file that failed (the others were kept), else the unit itself
+    failed = tuple({"unit": r["unit"], "path": f.get("path", ""), "error": f.get("error", "")}
+                   for r in ordered if r["status"] != "ok" or r.get("failed_files")
+                   for f in r.get("failed_files") or [r])
     manifest = Manifest(dtype=np.dtype(dtype).name, vocab_size=vocab_size, tokenizer=tokenizer, splits=split_infos,
                         skipped=dict(sorted(skipped.items())), recipe=recipe_dict,
                         created_by=f"prep {__version__}", failed_units=failed)

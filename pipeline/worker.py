@@ -7,13 +7,15 @@ one document batch and one 8 MiB write buffer per split, whatever the corpus siz
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import SchemaError
-from pipeline.filters import DEDUP_DIR, DedupLog
+from pipeline.errors import PrepError, SchemaError
+from pipeline.filters import BATCH_CHARS, DEDUP_DIR, DedupLog
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -34,16 +36,22 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def val_mask(seed: int, source: int, file_index: int, positions: np.ndarray, val_fraction: float) -> np.ndarray:
+def val_mask(seed: int, source: int, file_index: int | np.ndarray, positions: np.ndarray,
+             val_fraction: float) -> np.ndarray:
     """True where a document goes to `val`: hash(seed, source, file, position) < fraction * 2^64.
 
-    Depends only on the record's identity, never on unit cuts, worker count or timing.
+    Depends only on the record's identity, never on unit cuts, worker count or timing. `file_index`:
+    one for all `positions`, or one each (int64, a unit of several files).
     """
     if val_fraction <= 0 or positions.size == 0:
         return np.zeros(positions.size, dtype=bool)
     with np.errstate(over="ignore"):
-        key = _mix64(np.array([(seed * 1_000_003 + source) * 1_000_003 + file_index], dtype=np.uint64)
-                     & _M64)
+        base = (seed * 1_000_003 + source) * 1_000_003
+        if np.ndim(file_index):  # the scalar form's key for each file, then one per document
+            files, which = np.unique(file_index, return_inverse=True)
+            key = _mix64(np.array([base + int(f) for f in files], dtype=np.uint64) & _M64)[which]
+        else:
+            key = _mix64(np.array([base + file_index], dtype=np.uint64) & _M64)
         h = _mix64(positions.astype(np.uint64) ^ key)
     # compare on the top 53 bits, where a float64 threshold is exact
     return (h >> np.uint64(11)) < np.uint64(int(val_fraction * (1 << 53)))
@@ -69,54 +77,59 @@ class WorkerContext:
 
 
 def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs, tokens: None) -> dict:
-    """Tokenize one unit into part shards; returns its journal entry."""
+    """Tokenize one unit into part shards; returns its journal entry.
+
+    A unit of several small whole files (`unit.group`, readers.group_small_files) reads each as the
+    unit it would have been alone (its file index for the val split, its own line numbers) but encodes
+    their documents together, in batches across files. A file's documents join the batch only once the
+    file was read to its end: under `on_bad_record: skip` a damaged one is left out whole (listed in
+    the manifest's failed_units), not its neighbours."""
     recipe, encoder = ctx.recipe, ctx.get_encoder()
     if unit.index == 0:
         encoder.verify_next_documents()  # a fast engine's ids on the run's first documents == tokenizers'
     dtype = dtype_for_vocab(ctx.spec.vocab_size)
-    checked = not encoder.fits(dtype)  # ids that might not fit `dtype` come as uint32, range-checked here
-    source = recipe.sources[unit.source]
     out = recipe.output
+    source = recipe.sources[unit.source]
     bad = BadRecords(unit, recipe.on_bad_record)
     prefix = f"u{unit.index:07d}"
     # no sha256 here: pipeline.assemble hashes each final shard while placing it (once per byte);
     # no fsync either: the crc32s in the journal entry let a resumed run check the parts instead
     writers = {s: RollingShardWriter(ctx.parts_dir / s, prefix, dtype, out.shard_tokens, checksum=False,
                                      sync=False, crc=True) for s in SPLITS}
-    empty = 0
-    counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
-    dedup = DedupLog() if recipe.dedup == "exact" else None  # hashes of written docs, for finalize
-    texts = 0  # records that gave a text (kept or not)
+    sink = _Sink(ctx, encoder, dtype, writers, report, unit)
+    batch_docs = encoder.batch_docs(recipe.batch_docs)
+    failed_files: list[dict] = []
     try:
-        for batch in get_reader(unit.format).iter_batches(unit, source, bad, encoder.batch_docs(recipe.batch_docs)):
-            docs = tokens = 0
-            texts += len(batch.texts)
-            if batch.texts:
-                ids, lengths = encoder.encode_batch(batch.texts, np.uint32 if checked else dtype, batch.chars)
-                keep = lengths > 0
-                empty += int(keep.size - keep.sum())
-                if checked:
-                    check_id_range(ids, dtype, f"{unit.path}")
-                    ids = ids.astype(dtype)
-                is_val = val_mask(out.seed, unit.source, unit.file_index, batch.positions, out.val_fraction)
-                if dedup is not None:
-                    dedup.add(batch.texts, keep, is_val)
-                for split, sel in (("train", keep & ~is_val), ("val", keep & is_val)):
-                    n = int(sel.sum())
-                    if n == 0:
-                        continue
-                    if n == sel.size:
-                        w_ids, w_len = ids, lengths
-                    else:
-                        w_ids, w_len = ids[np.repeat(sel, lengths)], lengths[sel]
-                    writers[split].add_documents(w_ids, w_len)
-                    counts[split][0] += n
-                    counts[split][1] += int(w_ids.size)
-                    docs += n
-                    tokens += int(w_ids.size)
-            report(batch.nbytes, docs, tokens)
-        if unit.start == 0:
-            _check_fields_found(unit, source, bad, texts)
+        if not unit.group:  # streamed: each batch encoded as it comes
+            texts = 0
+            for batch in get_reader(unit.format).iter_batches(unit, source, bad, batch_docs):
+                texts += len(batch.texts)
+                sink.write(batch.texts, batch.positions, unit.file_index, batch.chars, batch.nbytes)
+            if unit.start == 0:
+                _check_fields_found(unit, source, bad, texts)
+        else:
+            pending = _Pending(batch_docs)
+            for member in unit.group:
+                member_bad = BadRecords(member, recipe.on_bad_record)
+                texts: list[str] = []
+                positions: list[np.ndarray] = []
+                try:
+                    for batch in get_reader(member.format).iter_batches(member, source, member_bad, batch_docs):
+                        texts += batch.texts
+                        positions.append(batch.positions)
+                        report(batch.nbytes, 0, 0)
+                    _check_fields_found(member, source, member_bad, len(texts))
+                except PrepError as e:
+                    if recipe.on_bad_record == "error" or isinstance(e, SchemaError):
+                        raise
+                    failed_files.append({"path": member.path, "error": str(e)})
+                    continue
+                bad.absorb(member_bad)
+                pending.add(texts, positions, member.file_index)
+                while pending.full():
+                    sink.write(*pending.take())
+            while pending.texts:
+                sink.write(*pending.take())
     except BaseException as e:
         for w in writers.values():
             w.__exit__(type(e), e, None)
@@ -128,13 +141,17 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         for w in writers.values():
             w.__exit__(type(e), e, None)
         raise
+    if unit.group and len(failed_files) == len(unit.group):
+        return {"unit": unit.index, "status": "failed", "path": failed_files[0]["path"],
+                "error": failed_files[0]["error"], "failed_files": failed_files}
     skipped = dict(bad.counts)
-    if empty:
-        skipped["empty"] = empty
+    if sink.empty:
+        skipped["empty"] = sink.empty
     rejects = {}
     if bad.rows:
         ctx.rejects_dir.mkdir(parents=True, exist_ok=True)
         rejects["rejects_crc32"] = bad.write(ctx.rejects_dir / rejects_name(unit.index))
+    counts = sink.counts
     return {
         "unit": unit.index,
         "status": "ok",
@@ -145,8 +162,87 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         "skipped": skipped,
         "num_rejects": len(bad.rows),
         **rejects,
-        **({"dedup": dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if dedup is not None else {}),
+        **({"failed_files": failed_files} if failed_files else {}),
+        **({"dedup": sink.dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if sink.dedup is not None else {}),
     }
+
+
+class _Sink:
+    """Documents -> ids -> a unit's part shards, split into train/val, with counts per split."""
+
+    def __init__(self, ctx: WorkerContext, encoder: Encoder, dtype, writers: dict, report, unit: WorkUnit):
+        self.encoder, self.dtype, self.writers, self.report = encoder, dtype, writers, report
+        self.source, self.where = unit.source, unit.path
+        self.out = ctx.recipe.output
+        self.checked = not encoder.fits(dtype)  # ids that might not fit `dtype` come as uint32, range-checked
+        self.dedup = DedupLog() if ctx.recipe.dedup == "exact" else None  # hashes of written docs, for finalize
+        self.counts = {s: [0, 0] for s in SPLITS}  # docs, tokens
+        self.empty = 0
+
+    def write(self, texts: list[str], positions: np.ndarray, file_index, chars: int | None, nbytes: int) -> None:
+        """`file_index`: the documents' file in their source, one for all or one each (int64[len(texts)])."""
+        docs = tokens = 0
+        if texts:
+            ids, lengths = self.encoder.encode_batch(texts, np.uint32 if self.checked else self.dtype, chars)
+            keep = lengths > 0
+            self.empty += int(keep.size - keep.sum())
+            if self.checked:
+                check_id_range(ids, self.dtype, self.where)
+                ids = ids.astype(self.dtype)
+            out = self.out
+            is_val = val_mask(out.seed, self.source, file_index, positions, out.val_fraction)
+            if self.dedup is not None:
+                self.dedup.add(texts, keep, is_val)
+            for split, sel in (("train", keep & ~is_val), ("val", keep & is_val)):
+                n = int(sel.sum())
+                if n == 0:
+                    continue
+                if n == sel.size:
+                    w_ids, w_len = ids, lengths
+                else:
+                    w_ids, w_len = ids[np.repeat(sel, lengths)], lengths[sel]
+                self.writers[split].add_documents(w_ids, w_len)
+                self.counts[split][0] += n
+                self.counts[split][1] += int(w_ids.size)
+                docs += n
+                tokens += int(w_ids.size)
+        self.report(nbytes, docs, tokens)
+
+
+class _Pending:
+    """A group's documents across its files, in order, taken in batches as the Batcher cuts them
+    (batch_docs documents, or fewer once they hold filters.BATCH_CHARS characters)."""
+
+    def __init__(self, batch_docs: int):
+        self.batch_docs = batch_docs
+        self.texts: list[str] = []
+        self.positions: list[np.ndarray] = []
+        self.files: list[np.ndarray] = []
+        self.chars = 0
+
+    def add(self, texts: list[str], positions: list[np.ndarray], file_index: int) -> None:
+        if texts:
+            pos = np.concatenate(positions)
+            self.texts += texts
+            self.positions.append(pos)
+            self.files.append(np.full(pos.size, file_index, np.int64))
+            self.chars += sum(map(len, texts))
+
+    def full(self) -> bool:
+        return len(self.texts) >= self.batch_docs or self.chars >= BATCH_CHARS
+
+    def take(self) -> tuple[list[str], np.ndarray, np.ndarray, int, int]:
+        """(texts, positions, file indexes, characters, 0 bytes: read bytes were reported per file)."""
+        n = min(self.batch_docs, len(self.texts))
+        if self.chars >= BATCH_CHARS:
+            n = min(n, bisect.bisect_left(list(accumulate(map(len, self.texts[:n]))), BATCH_CHARS) + 1)
+        positions, files = np.concatenate(self.positions), np.concatenate(self.files)
+        texts = self.texts[:n]
+        del self.texts[:n]
+        self.positions, self.files = [positions[n:]], [files[n:]]
+        chars = sum(map(len, texts))
+        self.chars -= chars
+        return texts, positions[:n], files[:n], chars, 0
 
 
 def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> None:

@@ -27,7 +27,8 @@ from pipeline.readers import base
 from pipeline.readers.base import BadRecords, DocBatch, WorkUnit
 from pipeline.recipe import Recipe
 
-__all__ = ["get_reader", "plan_units", "auto_unit_bytes", "WorkUnit", "DocBatch", "BadRecords", "READER_MODULES"]
+__all__ = ["get_reader", "plan_units", "auto_unit_bytes", "group_small_files", "WorkUnit", "DocBatch", "BadRecords",
+           "READER_MODULES"]
 
 READER_MODULES = {
     "jsonl": "pipeline.readers.jsonl",
@@ -95,8 +96,47 @@ def _plan_units(recipe: Recipe, num_workers: int | None) -> list[WorkUnit]:
         got = planned[si] if si in planned and unit_bytes == AUTO_UNIT_MAX else reader.plan(source, si, files, unit_bytes)
         if fmt == "hf":
             reader.warn_unbalanced(source, got, workers)
-        units.extend(replace(u, format=fmt) for u in got)
+        units.extend(group_small_files([replace(u, format=fmt) for u in got], unit_bytes))
     return [replace(u, index=i) for i, u in enumerate(units)]
+
+
+def group_small_files(units: list[WorkUnit], unit_bytes: int) -> list[WorkUnit]:
+    """One source's units, with runs of small whole files (a file the plan made one unit of, smaller
+    than `unit_bytes`) merged into units of up to `unit_bytes`; each keeps its own unit in `group`.
+
+    Why: a unit costs ~1.2 ms beyond its documents (its part files, journal entry, result and
+    placement). 20,000 JSONL files of 3.2 KB (64 MB) took 24.9 s as 20,000 units, against ~1.2 s for
+    the same lines in one file. The dataset is the same either way: a member is read as it would be
+    alone (its file index for the val split, its line numbers), in the same order.
+    """
+    per_file: dict[int, int] = {}
+    for u in units:
+        per_file[u.file_index] = per_file.get(u.file_index, 0) + 1
+    out: list[WorkUnit] = []
+    run: list[WorkUnit] = []
+    run_bytes = 0
+
+    def close_run() -> None:
+        nonlocal run_bytes
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            out.append(replace(run[0], start=0, end=-1, size=run_bytes, group=tuple(run)))
+        run.clear()
+        run_bytes = 0
+
+    for u in units:
+        small = (u.format != "hf" and not u.paths and not u.is_spooled and per_file[u.file_index] == 1
+                 and u.size < unit_bytes)
+        if not small or run_bytes + u.size > unit_bytes:
+            close_run()
+        if small:
+            run.append(u)
+            run_bytes += u.size
+        else:
+            out.append(u)
+    close_run()
+    return out
 
 
 def _files(source) -> list[str]:

@@ -57,6 +57,8 @@ class WorkUnit:
     end: int           # last byte (or row group), exclusive; -1 = to the end of the file
     size: int          # input bytes covered, for progress and ETA
     paths: tuple[str, ...] = ()  # several whole files in one unit (text, one document per file)
+    # several small whole files of one source, each the unit it would be alone (readers.group_small_files)
+    group: tuple[WorkUnit, ...] = ()
     # reader-private data from plan() to the worker (a pickled HF shard); not part of the unit's identity
     payload: bytes = field(default=b"", compare=False, repr=False)
     # a split compressed file's unit (pipeline.spool): the window file the parent decompresses its
@@ -68,7 +70,8 @@ class WorkUnit:
         """A range of a compressed JSONL, CSV/TSV or text file's decompressed bytes, read from the
         parent's window file (other formats' start/end are rows or row groups, whatever the file is
         called; a text unit of whole files lists them in `paths`)."""
-        return (self.format in ("jsonl", "text", "csv", "tsv") and not self.paths and bool(compression_of(self.path))
+        return (self.format in ("jsonl", "text", "csv", "tsv") and not self.paths and not self.group
+                and bool(compression_of(self.path))
                 and (self.start, self.end) != (0, -1))
 
     def to_dict(self) -> dict:
@@ -115,6 +118,12 @@ class BadRecords:
         if detail:
             entry["detail"] = detail
         self.rows.append(entry)
+
+    def absorb(self, other: BadRecords) -> None:
+        """Add another collector's counts and rows (a group member's, pipeline.worker)."""
+        for reason, n in other.counts.items():
+            self.counts[reason] = self.counts.get(reason, 0) + n
+        self.rows += other.rows
 
     def count(self, reason: str, n: int = 1) -> None:
         """A document dropped by a filter (min/max chars): counted in the manifest, not listed."""

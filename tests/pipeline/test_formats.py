@@ -220,6 +220,48 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     assert m.skipped == {"missing_field": 1} and m.splits["train"].num_docs == 1
 
 
+def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path, monkeypatch):
+    """readers.group_small_files: the same shards (val split included) as one unit per file; a damaged
+    file is left out whole and listed, its neighbours kept; rejects keep each file's line numbers."""
+    import pipeline.readers as readers
+    texts = corpus_texts(300)
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(0, len(texts), 7):
+        chunk = "".join(json.dumps({"text": t}) + "\n" for t in texts[i:i + 7])
+        if i % 3 == 0:
+            (d / f"f{i:04d}.jsonl.gz").write_bytes(gzip.compress(chunk.encode()))
+        else:
+            (d / f"f{i:04d}.jsonl").write_text(chunk)
+    (d / "f0100.jsonl").write_text('{"text": "kept"}\n{"body": 1}\n')  # line 2: missing_field
+    cut = gzip.compress(b"".join(json.dumps({"text": f"t{i}"}).encode() + b"\n" for i in range(3000)))
+    (d / "f0101.jsonl.gz").write_bytes(cut[:-100])  # damaged: its unit would fail
+    src = {"path": str(d / "*"), "format": "jsonl"}
+    recipe = Recipe.from_dict({"name": "t", "source": src, "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                               "output": {"dir": "o"}, "unit_bytes": 65536})
+    units = plan_units(recipe)
+    assert len(units) < 5 and all(u.group for u in units)  # ~45 files, a few units
+    grouped = run(tmp_path, src, "grouped", workers=2, output={"val_fraction": 0.3})
+    monkeypatch.setattr(readers, "group_small_files", lambda got, unit_bytes: got)
+    assert len(plan_units(recipe)) == len(list(d.iterdir()))
+    single = run(tmp_path, src, "single", workers=2, output={"val_fraction": 0.3})
+    assert shard_bytes(grouped) == shard_bytes(single)
+    g, s = read_manifest(grouped), read_manifest(single)
+    assert g.splits == s.splits and g.splits["val"].num_docs > 0 and g.skipped == s.skipped == {"missing_field": 1}
+    assert [(Path(f["path"]).name, "corrupt or truncated" in f["error"]) for f in g.failed_units] == [
+        ("f0101.jsonl.gz", True)] == [(Path(f["path"]).name, "corrupt or truncated" in f["error"]) for f in s.failed_units]
+    rows = [json.loads(line) for line in (grouped / "rejects.jsonl").read_text().splitlines()]
+    assert [(Path(r["source"]).name, r["line"], r["reason"]) for r in rows] == [("f0100.jsonl", 2, "missing_field")]
+    assert (grouped / "rejects.jsonl").read_bytes() == (single / "rejects.jsonl").read_bytes()
+    monkeypatch.undo()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("a.jsonl.gz", "b.jsonl.gz"):
+        (bad / name).write_bytes(cut[:-100])
+    with pytest.raises(PrepError, match=r"every unit failed \(1\), .* the first: .*a\.jsonl\.gz: corrupt"):
+        run(tmp_path, {"path": str(bad / "*"), "format": "jsonl"}, "allbad")
+
+
 def test_truncated_zst_names_file_and_offset_and_resumes_after_replacement(tmp_path):
     texts = corpus_texts()
     data = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
