@@ -441,6 +441,26 @@ def get_field(record, dotted: str):
     return node
 
 
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which Windows tools write at a file's start
+
+
+def without_bom(groups, at_file_start: bool, max_bytes: int | None = None):
+    """A reader's (offsets, lines) groups with a UTF-8 BOM cut from the file's first line (a line
+    holding only the BOM becomes blank). Without this the first JSONL record of such a file was
+    rejected ("BOM is not supported"), and a text file's first document began with U+FEFF. A line
+    longer than `max_bytes` keeps it: it may be one cut short (iter_line_groups), which must stay too
+    long to be rejected as such, so the BOM counts towards max_record_bytes."""
+    if not at_file_start:
+        yield from groups
+        return
+    for offsets, lines in groups:
+        if lines and bytes(lines[0][:3]) == BOM and (max_bytes is None or len(lines[0]) <= max_bytes):
+            lines[0] = lines[0][3:]
+        yield offsets, lines
+        break
+    yield from groups
+
+
 def batches_by_group(groups, batcher, meter: ByteProgress, fast, slow) -> Iterator[DocBatch]:
     """DocBatches from a reader's groups of (offsets, records), a read block at a time.
 

@@ -26,6 +26,7 @@ from pipeline.readers.base import (
     decode_errors,
     file_size,
     open_unit,
+    without_bom,
 )
 from pipeline.recipe import SourceConfig
 
@@ -216,6 +217,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         # memoryview lines, see iter_line_groups: reader-only on docs.jsonl ~520 -> ~680 MB/s (best of 5)
         groups = (iter_line_groups(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end
                   else iter(()))
+        groups = without_bom(groups, pos == 0, max_bytes)
 
         # a block whose every line is a good record goes through C-level loops; 324 K short records
         # (62 MB): 1.2 s -> ~0.2 s of Python per core. Any blank, too long, malformed or textless

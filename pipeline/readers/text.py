@@ -24,6 +24,7 @@ from itertools import repeat
 from pipeline.errors import PrepError
 from pipeline.filters import Batcher
 from pipeline.readers.base import (
+    BOM,
     REJECT_PREVIEW_CHARS,
     BadRecords,
     ByteProgress,
@@ -37,6 +38,7 @@ from pipeline.readers.base import (
     local_path,
     open_input,
     open_unit,
+    without_bom,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
 from pipeline.recipe import SourceConfig, is_url
@@ -169,6 +171,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             groups = (([offset], [piece]) for offset, piece in pieces)
         if pos is None or 0 <= unit.end <= pos:
             groups = iter(())
+        groups = without_bom(groups, pos == 0, source.max_record_bytes)
 
         def fast(pieces: list) -> list[str] | None:
             return _plain_lines(pieces, limit) if per_line else None
@@ -267,6 +270,8 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
                            path=path)
                 continue
+        if data[:3] == BOM:
+            data = data[3:]
         text = decode_utf8(data, source.encoding_errors)
         if text is None:
             bad.reject("invalid_utf8", number, data, "not UTF-8", path=path)

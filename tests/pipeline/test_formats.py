@@ -20,6 +20,7 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 
 from pipeline.errors import PrepError, SchemaError
 from pipeline.executor import tokenize
@@ -260,6 +261,28 @@ def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path
         (bad / name).write_bytes(cut[:-100])
     with pytest.raises(PrepError, match=r"every unit failed \(1\), .* the first: .*a\.jsonl\.gz: corrupt"):
         run(tmp_path, {"path": str(bad / "*"), "format": "jsonl"}, "allbad")
+
+
+def test_a_utf8_bom_at_a_files_start_is_not_text(tmp_path):
+    """Windows tools write one; orjson refuses it (the first record was rejected as invalid_utf8) and a
+    text file's first document began with U+FEFF."""
+    bom = b"\xef\xbb\xbf"
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(bom + b'{"text": "first"}\r\n{"text": "second"}\n')
+    (d / "b.jsonl.gz").write_bytes(gzip.compress(bom + b'{"text": "third"}\n'))
+    (d / "c.csv").write_bytes(bom + b"text,id\r\nfourth,1\r\n")
+    (d / "e.txt").write_bytes(bom + b"fifth\r\nsixth\n")
+    (d / "f.txt").write_bytes(bom + b"seventh")
+    (d / "g.jsonl").write_bytes(bom + b'\n{"text": "eighth"}\n')  # the BOM alone on its line: a blank line
+    sources = [{"path": str(d / "a.jsonl")}, {"path": str(d / "b.jsonl.gz")}, {"path": str(d / "c.csv")},
+               {"path": str(d / "e.txt"), "doc_separator": "\n"}, {"path": str(d / "f.txt")},
+               {"path": str(d / "g.jsonl")}]
+    out = run(tmp_path, sources, "bom")
+    tok = Tokenizer.from_file(str(DEMO_TOKENIZER))
+    docs = [tok.decode(ids.tolist()[:-1]) for ids in read_split(out, "train")]  # without the EOS
+    assert docs == ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
+    assert not read_manifest(out).skipped
 
 
 def test_truncated_zst_names_file_and_offset_and_resumes_after_replacement(tmp_path):
