@@ -8,6 +8,7 @@ once into a window file per unit (pipeline.spool).
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ import numpy as np
 import orjson
 
 from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.readers import json_array
 from pipeline.readers.base import (
     BadRecords,
     ByteProgress,
@@ -25,6 +27,7 @@ from pipeline.readers.base import (
     compression_of,
     decode_errors,
     file_size,
+    open_input,
     open_unit,
     without_bom,
 )
@@ -69,7 +72,29 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
-    return plan_byte_ranges(source_index, files, unit_bytes, "jsonl", source.storage_options, split_compressed=True)
+    units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", source.storage_options, split_compressed=True)
+    cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
+    arrays = {fi for fi in cut if _holds_an_array(files[fi], source.storage_options)}
+    if not arrays:
+        return units
+    # a JSON array has no line boundaries to cut at: one unit for the whole file (json_array.py)
+    out: list[WorkUnit] = []
+    for u in units:
+        if u.file_index not in arrays:
+            out.append(u)
+        elif u.start == 0:
+            out.append(WorkUnit(0, source_index, u.file_index, u.path, "jsonl", 0, -1,
+                                file_size(u.path, source.storage_options)))
+    return out
+
+
+def _holds_an_array(path: str, storage_options: dict | None) -> bool:
+    try:
+        stream, raw = open_input(path, storage_options)
+        with raw, stream:
+            return json_array.starts_an_array(stream)
+    except Exception:  # unreadable or damaged: planned as lines, where its unit reports why
+        return False
 
 
 def iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes | memoryview]]:
@@ -213,6 +238,14 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     loads = orjson.loads
 
     with raw, stream, decode_errors(unit.path, raw):
+        if (unit.start, unit.end) == (0, -1) and json_array.starts_an_array(stream):
+            data = stream.read()
+            records = json_array.parse(data)
+            if records is not None:
+                del data
+                yield from json_array.iter_array_batches(unit, source, bad, batch_docs, records, meter)
+                return
+            stream = io.BytesIO(data)  # JSON Lines after all: its lines, from memory
         pos = seek_line_start(stream, unit.start)
         # memoryview lines, see iter_line_groups: reader-only on docs.jsonl ~520 -> ~680 MB/s (best of 5)
         groups = (iter_line_groups(stream, pos, unit.end, max_bytes) if unit.end < 0 or pos < unit.end

@@ -12,7 +12,7 @@ from dataclasses import replace
 from unittest import mock
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import pipeline.readers.jsonl as jsonl
@@ -245,6 +245,8 @@ def test_iter_batches_matches_the_previous_implementation(tmp_path_factory, reco
                                                           dense, unit_bytes, max_bytes, errors, min_chars,
                                                           gz):
     data = b"\n".join(records) + (b"\n" if final_newline and records else b"")
+    # a file starting with "[" is planned whole and may be one JSON array (test_json_array.py)
+    assume(data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] != b"[")
     path = tmp_path_factory.mktemp("jl") / ("d.jsonl.gz" if gz else "d.jsonl")
     path.write_bytes(gzip.compress(data) if gz else data)
     source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors,
