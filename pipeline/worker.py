@@ -101,12 +101,12 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     failed_files: list[dict] = []
     try:
         if not unit.group:  # streamed: each batch encoded as it comes
-            texts = 0
+            given = 0  # documents the reader gave (kept or not)
             for batch in get_reader(unit.format).iter_batches(unit, source, bad, batch_docs):
-                texts += len(batch.texts)
+                given += len(batch.texts)
                 sink.write(batch.texts, batch.positions, unit.file_index, batch.chars, batch.nbytes)
             if unit.start == 0:
-                _check_fields_found(unit, source, bad, texts)
+                _check_fields_found(unit, source, bad, given)
         else:
             pending = _Pending(batch_docs)
             for member in unit.group:
