@@ -65,25 +65,31 @@ _unit_shapes = st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3000), st.sa
                                   st.booleans()), max_size=40)
 
 
-@given(shapes=_unit_shapes, unit_bytes=st.integers(1, 5000))
-def test_small_whole_files_are_grouped_in_order_and_nothing_else(shapes, unit_bytes):
+@given(shapes=_unit_shapes, unit_bytes=st.integers(1, 5000), group_file_bytes=st.sampled_from([1 << 20, 700]))
+def test_small_whole_files_are_grouped_in_order_and_nothing_else(shapes, unit_bytes, group_file_bytes):
     """shapes: per file, (units the plan cut it into, bytes per unit, format, a text unit of whole files)."""
+    from unittest import mock
+
+    import pipeline.readers as readers
     from pipeline.readers import WorkUnit, group_small_files
+    GROUP_FILE_BYTES = group_file_bytes
     units = [WorkUnit(0, 0, fi, f"f{fi}", fmt, k, -1 if n == 1 else k + 1, size, paths=("a", "b") if many else ())
              for fi, (n, size, fmt, many) in enumerate(shapes) for k in range(n)]
-    grouped = group_small_files(units, unit_bytes)
+    with mock.patch.object(readers, "GROUP_FILE_BYTES", group_file_bytes):
+        grouped = group_small_files(units, unit_bytes)
     flat = [m for g in grouped for m in (g.group or (g,))]
     assert flat == units  # every unit once, in dataset order
     for g in grouped:
         if g.group:
             assert len(g.group) > 1 and g.size == sum(m.size for m in g.group) <= unit_bytes
             assert (g.path, g.file_index, g.start, g.end) == (g.group[0].path, g.group[0].file_index, 0, -1)
-            assert all(m.format != "hf" and not m.paths and m.size < unit_bytes for m in g.group)
+            assert all(m.format != "hf" and not m.paths and m.size < min(unit_bytes, GROUP_FILE_BYTES)
+                       for m in g.group)
             assert all(sum(u.file_index == m.file_index for u in units) == 1 for m in g.group)  # whole files
     # a run of small files is never left ungrouped when the next one would have fitted
     for a, b in zip(grouped, grouped[1:]):
         a_last = (a.group or (a,))[-1]
         small = [(u.format != "hf" and not u.paths and sum(v.file_index == u.file_index for v in units) == 1
-                  and u.size < unit_bytes) for u in (a_last, b if not b.group else b.group[0])]
+                  and u.size < min(unit_bytes, GROUP_FILE_BYTES)) for u in (a_last, b if not b.group else b.group[0])]
         if all(small):
             assert a.size + (b.group or (b,))[0].size > unit_bytes
