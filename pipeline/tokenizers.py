@@ -28,6 +28,7 @@ import array
 import functools
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -38,6 +39,8 @@ import numpy as np
 from pipeline import joined, tokenizer_cache, unicode_gaps
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
+
+log = logging.getLogger("prep")
 
 __all__ = ["TokenizerSpec", "Encoder", "load_tokenizer", "FastPathMismatch", "VERIFY_CHARS"]
 
@@ -431,13 +434,48 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
     if path.endswith(".json") or os.sep in path and not path.count("/") == 1:
         raise PrepError(f"tokenizer.path: {path} does not exist (a tokenizer.json path, a hub id such as "
                         "gpt2, or tiktoken:<encoding>)")
-    from tokenizers import Tokenizer
+    return _from_hub(path), None
+
+
+def _from_hub(path: str) -> str:
+    """A hub id's tokenizer.json: fetched as tokenizers does while the hub answers; else (no network,
+    or HF_HUB_OFFLINE=1) the copy in the local Hugging Face cache, at once. huggingface_hub retries a
+    connection that fails 5 times (1 + 2 + 4 + 8 + 8 s), so offline every run waited ~23 s before it
+    fell back to that copy or failed."""
+    reason = _hub_unreachable()
+    if reason is None:
+        from tokenizers import Tokenizer
+        try:
+            return Tokenizer.from_pretrained(path).to_str()
+        except Exception as e:
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     try:
-        return Tokenizer.from_pretrained(path).to_str(), None
-    except Exception as e:
-        raise PrepError(f"tokenizer.path: {path!r} is not a local file and could not be fetched from the "
-                        f"Hugging Face hub ({type(e).__name__}: {str(e).splitlines()[0][:120]}); when "
-                        "offline, give the path of a downloaded tokenizer.json") from None
+        from huggingface_hub import try_to_load_from_cache
+        cached = try_to_load_from_cache(path, "tokenizer.json")
+    except Exception:  # not a valid repo id
+        cached = None
+    if isinstance(cached, str):
+        log.warning("tokenizer.path: %s: the Hugging Face hub is not reachable (%s); using the copy in the "
+                    "local cache, %s", path, reason, cached)
+        return Path(cached).read_text(encoding="utf-8")
+    raise PrepError(f"tokenizer.path: {path!r} is not a local file, not in the local Hugging Face cache, and "
+                    f"could not be fetched from the hub ({reason}); when offline, give the path of a "
+                    "downloaded tokenizer.json")
+
+
+def _hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be asked now (HF_HUB_OFFLINE set, or no connection to its host
+    within 3 s), or None."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    import socket
+    from urllib.parse import urlparse
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()
+    except OSError as e:
+        return f"{url.hostname}: {e.strerror or e}"
+    return None
 
 
 def _load_hf(cfg: TokenizerConfig) -> TokenizerSpec:

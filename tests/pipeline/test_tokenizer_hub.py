@@ -1,0 +1,94 @@
+"""A tokenizer named by hub id: fetched while the hub answers; offline, the local cache's copy at once
+(huggingface_hub's own retries took ~23 s per run), or one clear error."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline import tokenizers as ptok
+from pipeline.errors import PrepError
+
+hub = pytest.importorskip("huggingface_hub")
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache; `put(repo, text)` adds a repo's tokenizer.json as a download would."""
+    root = tmp_path / "hf"
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(root))
+
+    def put(repo: str, text: str) -> None:
+        folder = root / f"models--{repo.replace('/', '--')}"
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text("0123abc")
+        (folder / "snapshots" / "0123abc").mkdir(parents=True)
+        (folder / "snapshots" / "0123abc" / "tokenizer.json").write_text(text)
+    return put
+
+
+@pytest.fixture
+def no_download(monkeypatch):
+    from tokenizers import Tokenizer
+
+    def refuse(*a, **k):
+        raise AssertionError("the hub was asked")
+    monkeypatch.setattr(Tokenizer, "from_pretrained", refuse)
+
+
+def test_offline_and_not_cached_is_one_error_at_once(hf_cache, no_download, monkeypatch):
+    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: "huggingface.co: Name or service not known")
+    with pytest.raises(PrepError, match=r"'org/tok' is not a local file, not in the local Hugging Face cache, and "
+                                        r"could not be fetched from the hub \(huggingface.co: Name or service"):
+        ptok._read_definition("org/tok")
+
+
+def test_offline_uses_the_cached_copy(hf_cache, no_download, monkeypatch, caplog):
+    hf_cache("org/tok", '{"cached": true}')
+    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: "no route")
+    with caplog.at_level(logging.WARNING, logger="prep"):
+        assert ptok._read_definition("org/tok") == ('{"cached": true}', None)
+    assert "the Hugging Face hub is not reachable (no route); using the copy in the local cache" in caplog.text
+
+
+def test_online_the_hub_is_asked_first(hf_cache, monkeypatch):
+    from tokenizers import Tokenizer
+    hf_cache("org/tok", '{"cached": true}')
+    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(Tokenizer, "from_pretrained", lambda path: SimpleNamespace(to_str=lambda: '{"fresh": 1}'))
+    assert ptok._read_definition("org/tok") == ('{"fresh": 1}', None)
+    # the hub answers but refuses (no such repo, a gated one): the cache still serves, else the error says why
+    def gated(path):
+        raise OSError("401 Client Error\nmore lines")
+    monkeypatch.setattr(Tokenizer, "from_pretrained", gated)
+    assert ptok._read_definition("org/tok") == ('{"cached": true}', None)
+    with pytest.raises(PrepError, match=r"could not be fetched from the hub \(OSError: 401 Client Error\)"):
+        ptok._read_definition("org/other")
+
+
+def test_reachability_probe(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("probed the network")
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert ptok._hub_unreachable() == "HF_HUB_OFFLINE is set"
+    monkeypatch.undo()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, never listening)
+    port = closed.getsockname()[1]
+    try:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert ptok._hub_unreachable().startswith("127.0.0.1: ")
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert ptok._hub_unreachable() is None
+        server.close()
+    finally:
+        closed.close()
