@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import joined, tokenizer_cache, unicode_gaps
+from pipeline import hub, joined, tokenizer_cache, unicode_gaps
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
 
@@ -442,7 +442,7 @@ def _from_hub(path: str) -> str:
     or HF_HUB_OFFLINE=1) the copy in the local Hugging Face cache, at once. huggingface_hub retries a
     connection that fails 5 times (1 + 2 + 4 + 8 + 8 s), so offline every run waited ~23 s before it
     fell back to that copy or failed."""
-    reason = _hub_unreachable()
+    reason = hub.unreachable()
     if reason is None:
         from tokenizers import Tokenizer
         try:
@@ -461,21 +461,6 @@ def _from_hub(path: str) -> str:
     raise PrepError(f"tokenizer.path: {path!r} is not a local file, not in the local Hugging Face cache, and "
                     f"could not be fetched from the hub ({reason}); when offline, give the path of a "
                     "downloaded tokenizer.json")
-
-
-def _hub_unreachable() -> str | None:
-    """Why the Hugging Face hub cannot be asked now (HF_HUB_OFFLINE set, or no connection to its host
-    within 3 s), or None."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        return "HF_HUB_OFFLINE is set"
-    import socket
-    from urllib.parse import urlparse
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()
-    except OSError as e:
-        return f"{url.hostname}: {e.strerror or e}"
-    return None
 
 
 def _load_hf(cfg: TokenizerConfig) -> TokenizerSpec:

@@ -30,6 +30,7 @@ import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
+from pipeline import hub
 from pipeline.errors import PrepError, SchemaError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
@@ -86,6 +87,16 @@ def _saved_arrow(source: SourceConfig):
         return None
 
 
+_PACKAGED = {"json", "parquet", "csv", "text", "arrow", "pandas", "webdataset", "imagefolder", "audiofolder"}
+
+
+def _names_a_hub_repo(source: SourceConfig) -> bool:
+    """Whether load_dataset would ask the hub for `source.path`: a repo id, not a local directory, a
+    builder over local data_files (`path: json`), or an fsspec URL."""
+    path = source.path
+    return not (path in _PACKAGED or is_url(path) or os.path.exists(os.path.expanduser(path)))
+
+
 def load(source: SourceConfig):
     """The dataset of a source (cached per process)."""
     key = (source.path, source.name, source.split, repr(source.data_files), source.streaming)
@@ -109,6 +120,10 @@ def load(source: SourceConfig):
                             source.path)
         else:
             data_files = list(source.data_files) if isinstance(source.data_files, (list, tuple)) else source.data_files
+            if _names_a_hub_repo(source) and (reason := hub.unreachable()) is not None:
+                log.warning("%s: the Hugging Face hub is not reachable (%s); looking in the local cache only",
+                            source.path, reason)
+                hub.go_offline()
             ds = datasets.load_dataset(source.path, source.name, split=split, data_files=data_files,
                                        streaming=source.streaming, storage_options=source.storage_options or None)
     except PrepError:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pipeline import hub as hub_probe
 from pipeline import tokenizers as ptok
 from pipeline.errors import PrepError
 
@@ -41,7 +42,7 @@ def no_download(monkeypatch):
 
 
 def test_offline_and_not_cached_is_one_error_at_once(hf_cache, no_download, monkeypatch):
-    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: "huggingface.co: Name or service not known")
+    monkeypatch.setattr(hub_probe, "unreachable", lambda: "huggingface.co: Name or service not known")
     with pytest.raises(PrepError, match=r"'org/tok' is not a local file, not in the local Hugging Face cache, and "
                                         r"could not be fetched from the hub \(huggingface.co: Name or service"):
         ptok._read_definition("org/tok")
@@ -49,7 +50,7 @@ def test_offline_and_not_cached_is_one_error_at_once(hf_cache, no_download, monk
 
 def test_offline_uses_the_cached_copy(hf_cache, no_download, monkeypatch, caplog):
     hf_cache("org/tok", '{"cached": true}')
-    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: "no route")
+    monkeypatch.setattr(hub_probe, "unreachable", lambda: "no route")
     with caplog.at_level(logging.WARNING, logger="prep"):
         assert ptok._read_definition("org/tok") == ('{"cached": true}', None)
     assert "the Hugging Face hub is not reachable (no route); using the copy in the local cache" in caplog.text
@@ -58,7 +59,7 @@ def test_offline_uses_the_cached_copy(hf_cache, no_download, monkeypatch, caplog
 def test_online_the_hub_is_asked_first(hf_cache, monkeypatch):
     from tokenizers import Tokenizer
     hf_cache("org/tok", '{"cached": true}')
-    monkeypatch.setattr(ptok, "_hub_unreachable", lambda: None)
+    monkeypatch.setattr(hub_probe, "unreachable", lambda: None)
     monkeypatch.setattr(Tokenizer, "from_pretrained", lambda path: SimpleNamespace(to_str=lambda: '{"fresh": 1}'))
     assert ptok._read_definition("org/tok") == ('{"fresh": 1}', None)
     # the hub answers but refuses (no such repo, a gated one): the cache still serves, else the error says why
@@ -75,7 +76,7 @@ def test_reachability_probe(monkeypatch):
         raise AssertionError("probed the network")
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert ptok._hub_unreachable() == "HF_HUB_OFFLINE is set"
+    assert hub_probe.unreachable() == "HF_HUB_OFFLINE is set"
     monkeypatch.undo()
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, never listening)
@@ -83,12 +84,12 @@ def test_reachability_probe(monkeypatch):
     try:
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-        assert ptok._hub_unreachable().startswith("127.0.0.1: ")
+        assert hub_probe.unreachable().startswith("127.0.0.1: ")
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
         server.listen()
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
-        assert ptok._hub_unreachable() is None
+        assert hub_probe.unreachable() is None
         server.close()
     finally:
         closed.close()

@@ -107,6 +107,29 @@ def test_unreachable_hub_id_is_one_clear_error(monkeypatch):
         hf_reader.plan(SourceConfig(path="nobody/nothing-here", format="hf"), 0, [], 1 << 20)
 
 
+def test_an_unreachable_hub_turns_offline_mode_on_only_for_a_repo_id(monkeypatch, tmp_path):
+    """huggingface_hub's retries made an offline run wait ~23 s before the cache or the error; the
+    probe (pipeline.hub) decides at once, and is not made for builders over local files."""
+    import huggingface_hub.constants
+
+    from pipeline import hub
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)  # restored after the test
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    probes, seen = [], []
+    monkeypatch.setattr(hub, "unreachable", lambda: probes.append(1) or "no route")
+
+    def load_dataset(path, *a, **k):
+        seen.append((path, datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE))
+        return datasets.Dataset.from_dict({"text": ["a", "b"]})
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    local = tmp_path / "a.jsonl"
+    local.write_text('{"text": "a"}\n')
+    hf_reader.load(SourceConfig(path="json", format="hf", data_files=[str(local)]))
+    assert probes == [] and seen == [("json", False, False)]
+    hf_reader.load(SourceConfig(path="org/cached-corpus", format="hf"))
+    assert probes == [1] and seen[-1] == ("org/cached-corpus", True, True)
+
+
 def test_saved_directory_is_planned_as_datasets_would_and_read_without_it(tmp_path):
     """A local save_to_disk directory is planned and read with pyarrow alone: the same units (row
     ranges, sizes, Arrow files) as through load_from_disk, the same documents, and no `import
