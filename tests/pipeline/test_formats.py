@@ -263,6 +263,51 @@ def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path
         run(tmp_path, {"path": str(bad / "*"), "format": "jsonl"}, "allbad")
 
 
+_small_record = st.one_of(
+    st.text(min_size=1, max_size=40).map(lambda t: json.dumps({"text": t}).encode()),
+    st.sampled_from([b'{"text": null}', b'{"body": 1}', b'{"text": ', b"", b'{"text": "bad \xff"}', b'{"text": 5}']),
+)
+_small_file = st.tuples(st.lists(_small_record, max_size=12), st.sampled_from(["jsonl", "jsonl.gz", "json"]),
+                        st.booleans(), st.booleans())  # records, suffix, a BOM, damaged (gz: cut short)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(_small_file, min_size=1, max_size=12), batch_docs=st.integers(1, 9),
+       val_fraction=st.sampled_from([0.0, 0.4]))
+def test_grouped_small_files_are_the_dataset_of_one_unit_each(tmp_path_factory, monkeypatch, files, batch_docs,
+                                                              val_fraction):
+    """Any mix of small files, bad records, BOMs, JSON arrays and damaged files: grouping them into
+    units changes nothing in the output (shards, val split, skipped counts, rejects, failed files)."""
+    import pipeline.readers as readers
+    d = tmp_path_factory.mktemp("small")
+    for i, (records, suffix, bom, damaged) in enumerate(files):
+        data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(records) + b"\n"
+        if suffix == "json":  # a JSON array of the good records
+            data = (b"\xef\xbb\xbf" if bom else b"") + b"[" + b",".join(r for r in records if r.startswith(b'{"text": "')
+                                                                   and b"\xff" not in r) + b"]"
+        if suffix == "jsonl.gz":
+            data = gzip.compress(data)
+            data = data[:len(data) // 2] if damaged else data
+        (d / f"f{i:03d}.{suffix}").write_bytes(data)
+    src = {"path": str(d / "*"), "format": "jsonl"}
+    outs = {}
+    for grouped in (True, False):
+        if not grouped:
+            monkeypatch.setattr(readers, "group_small_files", lambda got, unit_bytes: got)
+        name = f"{d.name}-{grouped}"
+        try:
+            out = run(d, src, name, batch_docs=batch_docs, output={"val_fraction": val_fraction})
+        except PrepError as e:  # every file damaged, or a wrong field: the same error either way
+            outs[grouped] = str(e).split(" the first: ")[-1]
+            continue
+        m = read_manifest(out)
+        rejects = (out / "rejects.jsonl").read_bytes() if (out / "rejects.jsonl").exists() else b""
+        outs[grouped] = (shard_bytes(out), m.splits, m.skipped, rejects,
+                         [(Path(f["path"]).name, f["error"]) for f in m.failed_units])
+    monkeypatch.undo()
+    assert outs[True] == outs[False]
+
+
 def test_a_utf8_bom_at_a_files_start_is_not_text(tmp_path):
     """Windows tools write one; orjson refuses it (the first record was rejected as invalid_utf8) and a
     text file's first document began with U+FEFF."""
