@@ -128,7 +128,12 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     workers = max(1, min(num_workers or recipe.resolved_num_workers(), len(units)))
     state = RunState(out)
     _refuse_foreign(out, state, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise PrepError(f"output.dir: {out} is a file, not a directory; choose another --output")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a read-only or missing parent, a file on the way, no permission
+        raise PrepError(f"output.dir: cannot create {out} ({e.strerror}); choose another --output") from None
     with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
         existing = _prepare_output(out, state, content, overwrite)
         if existing is not None:
@@ -236,10 +241,14 @@ def _sigterm_as_interrupt():
 
 @contextmanager
 def _disk_full_is_user_error(out: Path):
-    """ENOSPC/EDQUOT anywhere in a run (a worker's part, finalize, the journal, the manifest) -> one line."""
+    """ENOSPC/EDQUOT anywhere in a run (a worker's part, finalize, the journal, the manifest), and a
+    permission error under the output directory -> one line."""
     try:
         yield
     except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and e.filename and str(out) in str(e.filename):
+            raise PrepError(f"{e.filename}: cannot write ({e.strerror}); fix the permissions there or choose "
+                            "another --output, then re-run the same command to resume") from None
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,6 +183,29 @@ def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer):
     code, output = run_cli("--recipe", recipe)
     assert code == 1 and "not a prep output" in output
     assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
+
+
+def test_an_output_dir_that_cannot_be_made_or_written_is_one_line(tmp_path, demo_tokenizer, monkeypatch):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
+    (tmp_path / "afile").write_text("x")
+    for out, want in [(tmp_path / "afile", "is a file, not a directory"),
+                      (tmp_path / "afile" / "sub", r"cannot create .*sub \(Not a directory\)")]:
+        recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out)
+        code, output = run_cli("--recipe", recipe)
+        assert code == 1 and output.startswith("error: output.dir: ") and str(out) in output, output
+        assert re.search(want, output) and "Traceback" not in output, output
+    # a permission error under the output directory during the run (as for a non-root user)
+    import pipeline.journal as journal
+    real = journal.write_json_atomic
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(journal, "write_json_atomic", refuse)
+    out = tmp_path / "out"
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out)
+    code, output = run_cli("--recipe", recipe)
+    assert code == 1 and f"error: {out / '.prep'}" in output and "cannot write (Permission denied)" in output, output
+    monkeypatch.setattr(journal, "write_json_atomic", real)
 
 
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path, demo_tokenizer):
