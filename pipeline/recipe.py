@@ -48,7 +48,47 @@ def is_local_saved_dataset(path: str) -> bool:
     return p.is_dir() and any((p / f).exists() for f in HF_SAVED_MARKERS)
 
 
-def infer_format(path: str) -> str | None:
+def local_dir(path: str) -> str | None:
+    """`path` as a local directory (not a glob, not a URL), or None."""
+    if is_url(path) or any(c in path for c in "*?["):
+        return None
+    d = os.path.expanduser(local_path(path))
+    return d if os.path.isdir(d) else None
+
+
+# a dataset directory's documentation, not its data (a hub repo's README.md, LICENSE)
+_NOT_DATA = ("readme", "license", "licence", "changelog", "citation")
+
+
+def dir_files(directory: str) -> list[str]:
+    """The regular files under `directory`, recursively, sorted; hidden ones (a name starting with ".",
+    or under such a directory: .git, .cache) and README/LICENSE-like files left out."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [os.path.join(root, f) for f in files
+                  if not f.startswith(".") and f.lower().split(".")[0] not in _NOT_DATA]
+    return sorted(f for f in found if os.path.isfile(f))
+
+
+def dir_formats(directory: str) -> dict[str, int]:
+    """Files per inferred format under a directory (files of no known format not counted)."""
+    counts: dict[str, int] = {}
+    for f in dir_files(directory):
+        fmt = infer_format(f, look_inside=False)
+        if fmt is not None:
+            counts[fmt] = counts.get(fmt, 0) + 1
+    return counts
+
+
+def infer_format(path: str, look_inside: bool = True) -> str | None:
+    """The format a path's suffix names; for a local directory, the one format of the files in it
+    (a save_to_disk directory: hf), None when they have several or none."""
+    if look_inside and (d := local_dir(path)) is not None:
+        if is_local_saved_dataset(d):
+            return "hf"
+        formats = dir_formats(d)
+        return next(iter(formats)) if len(formats) == 1 else None
     p = path.lower()
     for suffix in _COMPRESSION_SUFFIXES:
         if p.endswith(suffix):
@@ -99,6 +139,11 @@ class SourceConfig:
             return self.format
         fmts = {infer_format(p) for p in self.paths()}
         if len(fmts) != 1 or None in fmts:
+            for p in self.paths():
+                if (d := local_dir(p)) is not None and len(found := dir_formats(d)) != 1:
+                    kinds = ", ".join(f"{n} {fmt}" for fmt, n in sorted(found.items())) or "no file of a known format"
+                    raise PrepError(f"source.path: {p!r} is a directory holding {kinds}; set source.format to "
+                                    f"read one kind, or give a glob such as {os.path.join(p, '*.jsonl')!r}")
             raise PrepError(f"source.format: cannot infer the format of {self.path!r} from its suffix; "
                             f"set source.format to one of {', '.join(FORMATS)}")
         return fmts.pop()
@@ -140,6 +185,17 @@ class SourceConfig:
                 files.extend(_expand_url(p, self.storage_options))
                 continue
             local = p[len("file://"):] if p.startswith("file://") else p
+            if (d := local_dir(p)) is not None:  # a directory: its files of this source's format
+                fmt = self.resolved_format()
+                matches = [f for f in dir_files(d) if infer_format(f, look_inside=False) == fmt]
+                if not matches:
+                    raise PrepError(f"source.path: the directory {p!r} holds no {fmt} file (suffixes "
+                                    f"{', '.join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)}, compressed "
+                                    "or not); fix the path or source.format")
+                if sizes is not None:
+                    sizes.update((f, os.stat(f).st_size) for f in matches)
+                files.extend(matches)
+                continue
             matches = []
             for m in sorted(glob.glob(os.path.expanduser(local), recursive=True)):
                 try:

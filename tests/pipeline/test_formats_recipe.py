@@ -64,3 +64,28 @@ def test_hf_recipe_keys():
                                              "streaming": True, "split": "train", "text_template": "{a}\n{b.c}"}})
     s = r.sources[0]
     assert s.streaming and s.data_files == ["a.jsonl", "b.jsonl"] and s.split == "train"
+
+
+def test_a_directory_is_its_files_of_one_format(tmp_path):
+    """A local directory as source.path: its files (recursively, sorted), of the one format they have or
+    the one source.format names; hidden files and README/LICENSE left out; a save_to_disk directory is hf."""
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    (d / ".git").mkdir()
+    for name in ("b.jsonl", "a.jsonl.zst", "sub/c.json", ".git/x.jsonl", ".hidden.jsonl", "README.md", "LICENSE"):
+        (d / name).write_text("{}\n")
+    src = Recipe.from_dict({**BASE, "source": {"path": str(d)}}).sources[0]
+    assert src.resolved_format() == "jsonl"
+    assert src.expand_files() == [str(d / "a.jsonl.zst"), str(d / "b.jsonl"), str(d / "sub" / "c.json")]
+    (d / "notes.txt").write_text("x")
+    with pytest.raises(PrepError, match=r"is a directory holding 3 jsonl, 1 text; set source.format to read one "
+                                        r"kind, or give a glob such as '.*data/\*\.jsonl'"):
+        Recipe.from_dict({**BASE, "source": {"path": str(d)}})
+    text = Recipe.from_dict({**BASE, "source": {"path": str(d), "format": "text"}}).sources[0]
+    assert text.expand_files() == [str(d / "notes.txt")]
+    with pytest.raises(PrepError, match=r"the directory '.*data' holds no csv file \(suffixes \.csv, compressed"):
+        Recipe.from_dict({**BASE, "source": {"path": str(d), "format": "csv"}}).sources[0].expand_files()
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "state.json").write_text("{}")
+    assert Recipe.from_dict({**BASE, "source": {"path": str(saved)}}).sources[0].resolved_format() == "hf"
