@@ -422,15 +422,28 @@ def _load_tiktoken(cfg: TokenizerConfig) -> TokenizerSpec:
                                  backend_version=_version("tiktoken")), cfg)
 
 
+_OTHER_TOKENIZER_FILES = {"tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
+                          "sentencepiece.bpe.model", "tokenizer_config.json"}
+_CONVERT = ("; prep reads tokenizer.json files: transformers writes one for a model's tokenizer with "
+            "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR), or name a hub id")
+
+
 def _read_definition(path: str) -> tuple[str, Path | None]:
     """tokenizer.json text and the directory it came from (None for hub downloads)."""
     p = Path(os.path.expanduser(path))
     if p.is_dir():
+        folder = p
         p = p / "tokenizer.json"
         if not p.is_file():
-            raise PrepError(f"tokenizer.path: {path} is a directory without tokenizer.json")
+            has = sorted(f.name for f in folder.iterdir() if f.name in _OTHER_TOKENIZER_FILES)
+            raise PrepError(f"tokenizer.path: {path} is a directory without tokenizer.json"
+                            + (f" (it has {', '.join(has)}){_CONVERT}" if has else ""))
     if p.is_file():
-        return p.read_text(encoding="utf-8"), p.parent
+        try:
+            return p.read_text(encoding="utf-8"), p.parent
+        except UnicodeDecodeError:
+            raise PrepError(f"tokenizer.path: {path} is not a tokenizer.json (not UTF-8 text: a binary file such "
+                            f"as a SentencePiece .model){_CONVERT}") from None
     if path.endswith(".json") or os.sep in path and not path.count("/") == 1:
         raise PrepError(f"tokenizer.path: {path} does not exist (a tokenizer.json path, a hub id such as "
                         "gpt2, or tiktoken:<encoding>)")

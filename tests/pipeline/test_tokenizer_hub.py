@@ -93,3 +93,19 @@ def test_reachability_probe(monkeypatch):
         server.close()
     finally:
         closed.close()
+
+
+def test_files_that_are_not_a_tokenizer_json_say_what_to_do(tmp_path):
+    (tmp_path / "tokenizer.model").write_bytes(b"\x0a\x87\xff\x00sentencepiece")
+    with pytest.raises(PrepError, match=r"tokenizer.model is not a tokenizer.json \(not UTF-8 text: a binary file "
+                                        r"such as a SentencePiece \.model\); prep reads tokenizer.json files: "
+                                        r"transformers writes one .*save_pretrained"):
+        ptok._read_definition(str(tmp_path / "tokenizer.model"))
+    (tmp_path / "vocab.json").write_text("{}")
+    (tmp_path / "merges.txt").write_text("")
+    with pytest.raises(PrepError, match=r"is a directory without tokenizer.json \(it has merges.txt, tokenizer.model, "
+                                        r"vocab.json\); prep reads tokenizer.json files"):
+        ptok._read_definition(str(tmp_path))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PrepError, match=r"empty is a directory without tokenizer.json$"):
+        ptok._read_definition(str(tmp_path / "empty"))
