@@ -201,6 +201,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     left_out = len(manifest.failed_units)
     notes = [f"{left_out} unit(s) or file(s) failed and were left out; see failed_units in the manifest"
              ] if left_out else []
+    if not any(s.num_docs for s in manifest.splits.values()):
+        notes.append("the dataset holds no documents: the input had none"
+                     + (", or every one was skipped (see skipped)" if manifest.skipped else ""))
     if spec.backend_reason:
         notes.append(spec.backend_reason)
     ran = {u.index for u in todo}

@@ -215,6 +215,10 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     (d / "m.jsonl").write_text('{"body": 1}\n{"text": \n{"text": 5}\n{"text": null}\n')
     m = read_manifest(run(tmp_path, {"path": str(d / "m.jsonl")}, "mixed"))
     assert m.skipped == {"missing_field": 1, "malformed_json": 1, "non_string_text": 1, "null_text": 1}
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "m.jsonl")}, "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                               "output": {"dir": str(tmp_path / "out" / "mixed2")}})
+    assert "the dataset holds no documents: the input had none, or every one was skipped (see skipped)" in \
+        tokenize(recipe, show_progress=False).notes
     # and records lacking the field next to records that have it are bad records too
     (d / "p.jsonl").write_text('{"body": 1}\n{"text": "fine"}\n')
     m = read_manifest(run(tmp_path, {"path": str(d / "p.jsonl")}, "partial"))
