@@ -3,7 +3,8 @@
 Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every line whose first
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
 be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
-once into a window file per unit (pipeline.spool).
+once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead
+is read whole, as one unit (json_array.py). A UTF-8 BOM at a file's start is cut.
 """
 
 from __future__ import annotations
