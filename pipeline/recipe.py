@@ -60,9 +60,20 @@ def local_dir(path: str) -> str | None:
 _NOT_DATA = ("readme", "license", "licence", "changelog", "citation")
 
 
+_DIR_FILES: dict[tuple[str, int], list[str]] = {}
+
+
 def dir_files(directory: str) -> list[str]:
     """The regular files under `directory`, recursively, sorted; hidden ones (a name starting with ".",
-    or under such a directory: .git, .cache) and README/LICENSE-like files left out."""
+    or under such a directory: .git, .cache) and README/LICENSE-like files left out. Listed once per
+    process while the directory's mtime holds (a run asks ~5 times; 20,000 files: 0.11 s a walk)."""
+    key = (directory, os.stat(directory).st_mtime_ns)
+    if key not in _DIR_FILES:
+        _DIR_FILES[key] = _walk_files(directory)
+    return _DIR_FILES[key]
+
+
+def _walk_files(directory: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
