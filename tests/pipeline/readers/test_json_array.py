@@ -7,21 +7,14 @@ import json
 
 import pytest
 
-from pipeline.readers import BadRecords, plan_units
 from pipeline.readers import jsonl as jsonl_reader
+from pipeline.readers import plan_units
 from pipeline.recipe import Recipe, SourceConfig
+from tests.pipeline.readers import readerkit
 
 
 def read_all(source: SourceConfig, files: list[str], unit_bytes: int = 1 << 16):
-    units = jsonl_reader.plan(source, 0, files, unit_bytes)
-    texts, positions, bad = [], [], []
-    for u in units:
-        b = BadRecords(u, "skip")
-        for batch in jsonl_reader.iter_batches(u, source, b, 16):
-            texts += batch.texts
-            positions += batch.positions.tolist()
-        bad += b.rows
-    return units, texts, positions, bad
+    return readerkit.read_all(jsonl_reader, source, files, unit_bytes)
 
 
 RECORDS = [{"text": f"document {i} " + "word " * (i % 7), "id": i} for i in range(1500)]

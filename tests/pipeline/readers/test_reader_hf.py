@@ -13,6 +13,7 @@ from pipeline.errors import PrepError
 from pipeline.readers import BadRecords
 from pipeline.readers import hf as hf_reader
 from pipeline.recipe import SourceConfig
+from tests.pipeline.readers import readerkit
 
 
 @pytest.fixture(autouse=True)
@@ -24,15 +25,7 @@ def _fresh_cache():
 
 
 def read_all(source: SourceConfig, unit_bytes: int = 1 << 16):
-    units = hf_reader.plan(source, 0, [source.path], unit_bytes)
-    texts, positions, bad = [], [], []
-    for u in units:
-        b = BadRecords(u, "skip")
-        for batch in hf_reader.iter_batches(u, source, b, 8):
-            texts += batch.texts
-            positions += batch.positions.tolist()
-        bad += b.rows
-    return units, texts, positions, bad
+    return readerkit.read_all(hf_reader, source, [source.path], unit_bytes, batch_docs=8)
 
 
 def test_saved_dataset_dict_split_and_row_ranges(tmp_path):

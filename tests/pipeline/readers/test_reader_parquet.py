@@ -7,21 +7,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import PrepError
-from pipeline.readers import BadRecords
 from pipeline.readers import parquet as pq_reader
 from pipeline.recipe import SourceConfig
+from tests.pipeline.readers import readerkit
 
 
 def read_all(source: SourceConfig, files: list[str], unit_bytes: int = 1 << 16, policy: str = "skip"):
-    units = pq_reader.plan(source, 0, files, unit_bytes)
-    texts, positions, bad = [], [], []
-    for u in units:
-        b = BadRecords(u, policy)
-        for batch in pq_reader.iter_batches(u, source, b, 16):
-            texts += batch.texts
-            positions += batch.positions.tolist()
-        bad += b.rows
-    return units, texts, positions, bad
+    return readerkit.read_all(pq_reader, source, files, unit_bytes, policy=policy)
 
 
 def test_row_group_units_and_projection(tmp_path, monkeypatch):

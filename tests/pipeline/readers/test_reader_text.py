@@ -7,22 +7,14 @@ import io
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.readers import BadRecords
 from pipeline.readers import text as text_reader
 from pipeline.recipe import SourceConfig
 from tests.conftest import read_spooled
+from tests.pipeline.readers import readerkit
 
 
 def read_all(source: SourceConfig, files: list[str], unit_bytes: int = 1 << 16):
-    units = text_reader.plan(source, 0, files, unit_bytes)
-    texts, positions, bad = [], [], []
-    for u in units:
-        b = BadRecords(u, "skip")
-        for batch in text_reader.iter_batches(u, source, b, 5):
-            texts += batch.texts
-            positions += batch.positions.tolist()
-        bad += b.rows
-    return units, texts, positions, bad
+    return readerkit.read_all(text_reader, source, files, unit_bytes, batch_docs=5)
 
 
 @settings(max_examples=150, deadline=None)
