@@ -18,6 +18,9 @@ def unreachable() -> str | None:
     or None."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return "HF_HUB_OFFLINE is set"
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                       "all_proxy")):
+        return None  # behind a proxy a direct connection proves nothing: huggingface_hub goes through it
     import socket
     from urllib.parse import urlparse
     url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")

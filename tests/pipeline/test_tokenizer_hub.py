@@ -77,12 +77,16 @@ def test_reachability_probe(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub_probe.unreachable() == "HF_HUB_OFFLINE is set"
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")  # the hub is reached through it
+    assert hub_probe.unreachable() is None
     monkeypatch.undo()
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, never listening)
     port = closed.getsockname()[1]
     try:
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        for var in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(var, raising=False)
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
         assert hub_probe.unreachable().startswith("127.0.0.1: ")
         server = socket.socket()
