@@ -151,6 +151,9 @@ class SourceConfig:
         fmts = {infer_format(p) for p in self.paths()}
         if len(fmts) != 1 or None in fmts:
             for p in self.paths():
+                if is_url(p) and p.endswith("/"):
+                    raise PrepError(f"source.path: {p!r} is a directory URL; set source.format to the format of "
+                                    f"the files to read under it ({', '.join(FORMATS[:-1])})")
                 if (d := local_dir(p)) is not None and len(found := dir_formats(d)) != 1:
                     kinds = ", ".join(f"{n} {fmt}" for fmt, n in sorted(found.items())) or "no file of a known format"
                     raise PrepError(f"source.path: {p!r} is a directory holding {kinds}; set source.format to "
@@ -193,7 +196,7 @@ class SourceConfig:
         files: list[str] = []
         for p in self.paths():
             if is_url(p):
-                files.extend(_expand_url(p, self.storage_options))
+                files.extend(_expand_url(p, self.storage_options, self))
                 continue
             local = p[len("file://"):] if p.startswith("file://") else p
             if (d := local_dir(p)) is not None:  # a directory: its files of this source's format
@@ -224,8 +227,35 @@ class SourceConfig:
         return files
 
 
-def _expand_url(url: str, storage_options: dict) -> list[str]:
-    """A URL without glob characters as is (checked when opened); a glob listed through fsspec."""
+def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
+    """The files under a directory URL (`s3://bucket/prefix/`), recursively, of format `fmt`; hidden and
+    README/LICENSE-like names left out, as in a local directory."""
+    import fsspec
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        found = sorted(fs.find(root))
+    except Exception as e:  # network, credentials, a filesystem that cannot list (https)
+        raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "source.storage_options, or list the files explicitly") from None
+
+    def data(path: str) -> bool:
+        rel = path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/")) else path
+        names = rel.split("/")
+        return (not any(n.startswith(".") for n in names) and names[-1].lower().split(".")[0] not in _NOT_DATA
+                and infer_format(names[-1], look_inside=False) == fmt)
+    matches = [fs.unstrip_protocol(f) for f in found if data(f)]
+    if not matches:
+        raise PrepError(f"source.path: {url!r} holds no {fmt} file (suffixes "
+                        f"{', '.join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)}, compressed or not); "
+                        "fix the URL or source.format")
+    return matches
+
+
+def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[str]:
+    """A URL without glob characters as is (checked when opened), or, one ending in "/", the files
+    under that prefix of the source's format (as for a local directory); a glob listed through fsspec."""
+    if url.endswith("/") and not any(c in url.split("://", 1)[1] for c in "*?["):
+        return _url_dir_files(url, storage_options, source.resolved_format())
     if not any(c in url.split("://", 1)[1] for c in "*?["):
         return [url]
     import fsspec

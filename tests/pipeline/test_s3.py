@@ -145,3 +145,31 @@ def test_saved_hf_dataset_on_s3(tmp_path, s3):
         for batch in hf_reader.iter_batches(unit, source, BadRecords(unit, "error"), 16):
             got += batch.texts
     assert got == texts
+
+
+def test_a_directory_url_is_its_files_of_the_sources_format(tmp_path, s3):
+    """`s3://bucket/prefix/` (ending in "/"): the files under it of source.format, recursively, as a
+    local directory; README/LICENSE and hidden names skipped; a clear error without a format."""
+    fs, options = s3
+    texts = [t for t in demo_texts(200) if t]
+    for name, part in (("b.jsonl", texts[:100]), ("sub/a.jsonl", texts[100:])):
+        with fs.open(f"prep-test/dir/{name}", "w") as f:
+            f.write("".join(json.dumps({"text": t}) + "\n" for t in part))
+    for name in ("README.md", ".hidden/x.jsonl", "notes.csv"):
+        with fs.open(f"prep-test/dir/{name}", "w") as f:
+            f.write("{}\n")
+    src = {"path": "s3://prep-test/dir/", "format": "jsonl", "storage_options": options}
+    files = Recipe.from_dict({"name": "t", "source": src, "tokenizer": {"path": "t"}, "output": {"dir": "o"}}
+                             ).sources[0].expand_files()
+    assert files == ["s3://prep-test/dir/b.jsonl", "s3://prep-test/dir/sub/a.jsonl"]
+    out = tmp_path / "out"
+    tokenize(recipe([src], str(out)), show_progress=False)
+    m = read_manifest(out)
+    assert sum(s.num_docs for s in m.splits.values()) == len(texts)
+    from pipeline.errors import PrepError
+    with pytest.raises(PrepError, match=r"'s3://prep-test/dir/' is a directory URL; set source.format"):
+        Recipe.from_dict({"name": "t", "source": {"path": "s3://prep-test/dir/"}, "tokenizer": {"path": "t"},
+                          "output": {"dir": "o"}})
+    with pytest.raises(PrepError, match=r"'s3://prep-test/dir/' holds no parquet file"):
+        Recipe.from_dict({"name": "t", "source": {**src, "format": "parquet"}, "tokenizer": {"path": "t"},
+                          "output": {"dir": "o"}}).sources[0].expand_files()
