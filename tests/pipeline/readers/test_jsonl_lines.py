@@ -245,8 +245,10 @@ def test_iter_batches_matches_the_previous_implementation(tmp_path_factory, reco
                                                           dense, unit_bytes, max_bytes, errors, min_chars,
                                                           gz):
     data = b"\n".join(records) + (b"\n" if final_newline and records else b"")
-    # a file starting with "[" is planned whole and may be one JSON array (test_json_array.py)
-    assume(data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] != b"[")
+    # a file starting with "[" is planned whole and may be one JSON array (test_json_array.py); a BOM
+    # at the start is cut (base.without_bom: test_reader_text's reference, test_formats' BOM test),
+    # where this reference rejects the first line
+    assume(data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] != b"[" and not data.startswith(b"\xef\xbb\xbf"))
     path = tmp_path_factory.mktemp("jl") / ("d.jsonl.gz" if gz else "d.jsonl")
     path.write_bytes(gzip.compress(data) if gz else data)
     source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors,
