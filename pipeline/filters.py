@@ -163,6 +163,15 @@ def _type_error(name: str, value) -> RecordError:
 BATCH_CHARS = 2 << 20
 
 
+def batch_cut(texts: list[str], chars: int, batch_docs: int, batch_chars: int = BATCH_CHARS) -> int:
+    """How many of the queued `texts` (holding `chars` characters) make the next batch: `batch_docs`,
+    or fewer, up to the one that brings it to `batch_chars` characters (all, when fewer are queued)."""
+    n = min(batch_docs, len(texts))
+    if chars >= batch_chars:  # the shortest prefix of the first n reaching batch_chars (C-level scan)
+        n = min(n, bisect.bisect_left(list(accumulate(map(len, texts[:n]))), batch_chars) + 1)
+    return n
+
+
 class Batcher:
     """Documents -> DocBatches of `batch_docs`, or fewer once they hold `batch_chars` characters;
     drops (and counts) those outside [min_chars, max_chars]."""
@@ -212,10 +221,7 @@ class Batcher:
     def take(self, nbytes: int) -> DocBatch:
         """The first `batch_docs` queued documents, or fewer: up to the one that brings the batch to
         `batch_chars` characters (all of them, when the queue holds less than either)."""
-        n = min(self.batch_docs, len(self.texts))
-        if self.chars >= self.batch_chars:
-            # the shortest prefix of the first n documents reaching batch_chars (C-level scan)
-            n = min(n, bisect.bisect_left(list(accumulate(map(len, self.texts[:n]))), self.batch_chars) + 1)
+        n = batch_cut(self.texts, self.chars, self.batch_docs, self.batch_chars)
         if n >= len(self.texts):
             texts, positions, chars = self.texts, self.positions, self.chars
             self.texts, self.positions, self.chars = [], [], 0

@@ -77,9 +77,18 @@ def _walk_files(directory: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [os.path.join(root, f) for f in files
-                  if not f.startswith(".") and f.lower().split(".")[0] not in _NOT_DATA]
+        found += [os.path.join(root, f) for f in files if _data_name(f)]
     return sorted(f for f in found if os.path.isfile(f))
+
+
+def _data_name(name: str) -> bool:
+    """Whether a file name in a source directory can be data: not hidden, not README/LICENSE-like."""
+    return not name.startswith(".") and name.lower().split(".")[0] not in _NOT_DATA
+
+
+def _suffixes(fmt: str) -> str:
+    """The suffixes of a format, for messages: ".jsonl, .json, .ndjson"."""
+    return ", ".join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)
 
 
 def dir_formats(directory: str) -> dict[str, int]:
@@ -204,7 +213,7 @@ class SourceConfig:
                 matches = [f for f in dir_files(d) if infer_format(f, look_inside=False) == fmt]
                 if not matches:
                     raise PrepError(f"source.path: the directory {p!r} holds no {fmt} file (suffixes "
-                                    f"{', '.join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)}, compressed "
+                                    f"{_suffixes(fmt)}, compressed "
                                     "or not); fix the path or source.format")
                 if sizes is not None:
                     sizes.update((f, os.stat(f).st_size) for f in matches)
@@ -241,12 +250,12 @@ def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
     def data(path: str) -> bool:
         rel = path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/")) else path
         names = rel.split("/")
-        return (not any(n.startswith(".") for n in names) and names[-1].lower().split(".")[0] not in _NOT_DATA
+        return (not any(n.startswith(".") for n in names[:-1]) and _data_name(names[-1])
                 and infer_format(names[-1], look_inside=False) == fmt)
     matches = [fs.unstrip_protocol(f) for f in found if data(f)]
     if not matches:
         raise PrepError(f"source.path: {url!r} holds no {fmt} file (suffixes "
-                        f"{', '.join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)}, compressed or not); "
+                        f"{_suffixes(fmt)}, compressed or not); "
                         "fix the URL or source.format")
     return matches
 

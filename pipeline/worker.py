@@ -7,15 +7,13 @@ one document batch and one 8 MiB write buffer per split, whatever the corpus siz
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
-from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.errors import PrepError, SchemaError
-from pipeline.filters import BATCH_CHARS, DEDUP_DIR, DedupLog
+from pipeline.filters import BATCH_CHARS, DEDUP_DIR, DedupLog, batch_cut
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -233,9 +231,7 @@ class _Pending:
 
     def take(self) -> tuple[list[str], np.ndarray, np.ndarray, int, int]:
         """(texts, positions, file indexes, characters, 0 bytes: read bytes were reported per file)."""
-        n = min(self.batch_docs, len(self.texts))
-        if self.chars >= BATCH_CHARS:
-            n = min(n, bisect.bisect_left(list(accumulate(map(len, self.texts[:n]))), BATCH_CHARS) + 1)
+        n = batch_cut(self.texts, self.chars, self.batch_docs)
         positions, files = np.concatenate(self.positions), np.concatenate(self.files)
         texts = self.texts[:n]
         del self.texts[:n]
