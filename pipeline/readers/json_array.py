@@ -26,7 +26,7 @@ from pipeline.readers.base import (
     batches_by_group,
 )
 
-__all__ = ["starts_an_array", "parse", "iter_array_batches"]
+__all__ = ["starts_an_array", "head_starts_an_array", "parse", "iter_array_batches"]
 
 _WHITESPACE = b" \t\r\n"
 
@@ -42,6 +42,11 @@ def starts_an_array(stream) -> bool:
         stream.seek(pos)
     else:
         return False
+    return head_starts_an_array(head)
+
+
+def head_starts_an_array(head: bytes) -> bool:
+    """Whether a file's first bytes, past a BOM and whitespace, open a JSON array."""
     head = head[len(BOM):] if head.startswith(BOM) else head
     return head.lstrip(_WHITESPACE)[:1] == b"["
 

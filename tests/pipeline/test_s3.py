@@ -173,3 +173,33 @@ def test_a_directory_url_is_its_files_of_the_sources_format(tmp_path, s3):
     with pytest.raises(PrepError, match=r"'s3://prep-test/dir/' holds no parquet file"):
         Recipe.from_dict({"name": "t", "source": {**src, "format": "parquet"}, "tokenizer": {"path": "t"},
                           "output": {"dir": "o"}}).sources[0].expand_files()
+
+
+def test_a_json_array_on_s3_is_planned_whole_from_its_first_bytes(tmp_path, s3):
+    """Plan-time: one 256-byte range request tells a JSON array from JSON Lines (not a 5 MB block)."""
+    from pipeline.readers import jsonl, plan_units
+    fs, options = s3
+    records = [{"text": f"record {i} " + "x" * 80} for i in range(2000)]  # ~190 KB, over unit_bytes
+    with fs.open("prep-test/arr/a.json", "w") as f:
+        f.write(json.dumps(records, indent=1))
+    with fs.open("prep-test/arr/b.jsonl", "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+    reads = []
+    real = fs.cat_file  # the plan gets this instance again (fsspec caches filesystems by their options)
+
+    def counting(path, start=None, end=None, **kw):
+        reads.append((start, end))
+        return real(path, start=start, end=end, **kw)
+    import unittest.mock as mock
+    with mock.patch.object(fs, "cat_file", counting):
+        r = recipe([{"path": "s3://prep-test/arr/*", "format": "jsonl", "storage_options": options}], str(tmp_path / "o"))
+        units = plan_units(r)
+    by_file = {}
+    for u in units:
+        by_file.setdefault(u.path.rsplit("/", 1)[1], []).append((u.start, u.end))
+    assert by_file["a.json"] == [(0, -1)] and len(by_file["b.jsonl"]) > 1
+    assert reads and all(end is not None and end - (start or 0) <= 256 for start, end in reads)
+    out = tmp_path / "out"
+    tokenize(recipe([{"path": "s3://prep-test/arr/a.json", "storage_options": options}], str(out)), show_progress=False)
+    assert sum(s.num_docs for s in read_manifest(out).splits.values()) == len(records)
+    assert jsonl._holds_an_array("s3://prep-test/arr/b.jsonl", options) is False
