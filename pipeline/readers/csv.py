@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import PrepError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor, get_value
 from pipeline.readers.base import (
     BadRecords,
@@ -637,8 +637,5 @@ def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: T
         try:
             get_value(dict.fromkeys(header, ""), name)
         except RecordError:
-            what = "text_template field" if source.text_template else "text_field"
-            raise SchemaError(f"{unit.path}: {what} {name!r} is not a column; the header has "
-                            f"{', '.join(map(repr, header[:20]))}{' ...' if len(header) > 20 else ''}; set "
-                            f"source.{'text_template' if source.text_template else 'text_field'}") from None
+            raise not_a_column(unit.path, name, header, "the header", source.text_template is not None) from None
     return header.index(extract.field) if source.text_template is None else -1

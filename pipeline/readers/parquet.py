@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import PrepError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, file_size, open_raw
 from pipeline.recipe import SourceConfig
@@ -67,10 +67,7 @@ def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
     extract = TextExtractor(source.text_field, source.text_template)
     missing = [c for c in extract.columns if c not in names]
     if missing and not (source.text_template is None and extract.field in names):
-        key = "text_template" if source.text_template else "text_field"
-        what = "text_template field" if source.text_template else "text_field"
-        raise SchemaError(f"{path}: {what} {missing[0]!r} is not a column; the file has "
-                          f"{', '.join(map(repr, names[:20]))}{' ...' if len(names) > 20 else ''}; set source.{key}")
+        raise not_a_column(path, missing[0], names, "the file", source.text_template is not None)
 
 
 def _texts_of(column, errors: str) -> list:
