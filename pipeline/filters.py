@@ -28,7 +28,7 @@ import numpy as np
 from pipeline.errors import PrepError
 from pipeline.readers.base import DocBatch
 
-__all__ = ["RecordError", "TextExtractor", "parse_template", "get_value", "Batcher", "DedupLog",
+__all__ = ["RecordError", "TextExtractor", "parse_template", "get_value", "list_keys", "Batcher", "DedupLog",
            "drop_duplicates", "DEDUP_DIR"]
 
 DEDUP_DIR = "dedup"  # under the run's parts directory, so a reset of the run removes it too
@@ -64,10 +64,17 @@ def _has(node, where: str) -> str:
     where = repr(where) if where else "the record"
     if not isinstance(node, dict):
         return f"{where} is {type(node).__name__}, not an object"
+    return f"{where} has {list_keys(node)}" if node else f"{where} has no keys"
+
+
+def list_keys(node: dict) -> str:
+    """An object's keys (the first 10), and which of them hold lists of objects, where the records of
+    a file that is one JSON object would be: "'version', 'data' ['data': a list of 5 objects]"."""
     keys = list(node)
-    if not keys:
-        return f"{where} has no keys"
-    return f"{where} has {', '.join(map(repr, keys[:10]))}{' ...' if len(keys) > 10 else ''}"
+    shown = f"{', '.join(map(repr, keys[:10]))}{' ...' if len(keys) > 10 else ''}"
+    lists = [f"{k!r}: a list of {len(v):,} objects" for k, v in node.items()
+             if isinstance(v, list) and v and isinstance(v[0], dict)][:3]
+    return f"{shown} [{'; '.join(lists)}]" if lists else shown
 
 
 def parse_template(template: str, where: str = "text_template") -> tuple[list[str], str]:

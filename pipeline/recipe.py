@@ -129,6 +129,10 @@ class SourceConfig:
     """Dotted key (`meta.body`) for JSONL/HF, column name for CSV/TSV/Parquet (dotted into a struct)."""
     text_template: str | None = None
     """Instead of text_field: a Python format string over fields, e.g. "{title}\\n\\n{text}"."""
+    records_field: str | None = None
+    """jsonl only: every file is one JSON object whose records are the list under this dotted key
+    (`{"version": 1, "data": [{"text": ...}, ...]}`: `data`), as `datasets.load_dataset("json",
+    field=...)`. Each file is then read whole, as one unit."""
     min_chars: int = 0
     """Drop documents with fewer characters (after the template); counted as `too_short`."""
     max_chars: int | None = None
@@ -185,6 +189,9 @@ class SourceConfig:
         if self.doc_separator is not None and (fmt != "text" or self.doc_separator == ""):
             raise PrepError(f"{where}.doc_separator: only for format text, and not empty (got {self.doc_separator!r} "
                             f"for format {fmt})")
+        if self.records_field is not None and (fmt != "jsonl" or not self.records_field.strip(".")):
+            raise PrepError(f"{where}.records_field: only for format jsonl, a dotted key such as `data` (got "
+                            f"{self.records_field!r} for format {fmt})")
         if self.text_template is not None:
             if fmt == "text":
                 raise PrepError(f"{where}.text_template: format text has no fields; remove text_template")
@@ -410,6 +417,10 @@ class Recipe:
         d["sources"] = [dict(s, format=SourceConfig(**s).resolved_format()) for s in d["sources"]]
         for s in d["sources"]:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
+            # a key added after datasets were made drops out at its default, so those datasets and
+            # unfinished runs still match their recipe
+            if s["records_field"] is None:
+                s.pop("records_field")
         # every backend is proven to give the same ids, so switching it resumes a run; the manifest's
         # tokenizer entry still records which engine ran
         d["tokenizer"].pop("backend")

@@ -252,6 +252,10 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     at = (f"line {first['line']}" if "line" in first else f"row {first['row']}" if "row" in first
           else f"byte {first['position']}")
     key = "text_template" if source.text_template else "text_field"
+    detail = first.get("detail", "")
+    # `{"version": 1, "data": [...]}` on one line reads as one record without the field
+    one_object = (" (or, for a file that is one JSON object holding its records in a list, set "
+                  "source.records_field to its key)" if unit.format == "jsonl" and "a list of" in detail else "")
     raise SchemaError(f"{first['source']}: {key} names a field that none of the {missing:,} records of this "
-                      f"file's first unit has ({at}: {first.get('detail', '')}); set source.{key} to the "
-                      "field holding the text")
+                      f"file's first unit has ({at}: {detail}); set source.{key} to the field holding the "
+                      f"text{one_object}")

@@ -1,12 +1,19 @@
-"""A `.json` file holding one JSON array of records (Alpaca-style `[{"instruction": ...}, ...]`), read
-by the JSONL reader when a file's first byte past whitespace (and a UTF-8 BOM) is `[` and the whole
-file parses as one array (else it is JSON Lines whose first record is an array: a bad record).
+"""A `.json` file that is one JSON value instead of JSON Lines, read whole, as one unit:
 
-Before, such a file gave one `malformed_json` reject per line (pretty-printed) or a record that "is
-list, not an object" (one line), and an empty dataset. `datasets.load_dataset("json")` reads both
-forms, so users expect prep to. An array has no line boundaries to cut at: the file is one unit, read
-and parsed whole (memory: the parsed records, several times the file's size). A record's position is
-its index in the array (`row` in rejects).
+* one array of records (Alpaca-style `[{"instruction": ...}, ...]`): its records;
+* one object holding the records in a list (`{"version": 1, "data": [{...}, ...]}`): the list under
+  `source.records_field` (`data`), as `datasets.load_dataset("json", field=...)`. With records_field
+  set, every file of the source is read so. Without it, a file whose first line is a lone `{` (a
+  pretty-printed object) is a SchemaError that names its keys and which of them hold lists.
+
+The JSONL reader tells them from JSON Lines by a file's first bytes past whitespace (and a UTF-8
+BOM): `[`, or `{` alone on its line; the whole file must then parse as one value (else it is JSON
+Lines after all, whose bad lines are rejects). Before, such files gave one `malformed_json` reject
+per line (pretty-printed), or one record without the text field, and an empty dataset.
+
+A value has no line boundaries to cut at: the file is one unit, read and parsed whole (memory: the
+parsed records, several times the file's size). A record's position is its index in its list (`row`
+in rejects).
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ from collections.abc import Iterator
 
 import orjson
 
-from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.errors import PrepError, SchemaError
+from pipeline.filters import Batcher, RecordError, TextExtractor, list_keys
 from pipeline.readers.base import (
     BOM,
     READ_ROWS,
@@ -26,14 +34,15 @@ from pipeline.readers.base import (
     batches_by_group,
 )
 
-__all__ = ["starts_an_array", "head_starts_an_array", "parse", "iter_array_batches"]
+__all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "iter_array_batches"]
 
 _WHITESPACE = b" \t\r\n"
 
 
-def starts_an_array(stream) -> bool:
-    """Whether the stream's first byte past whitespace and a BOM is `[`, without consuming it (peek
-    where the stream has it; else read and seek back; a stream that can do neither: False)."""
+def starts_a_document(stream) -> bool:
+    """Whether the stream opens one JSON array or pretty-printed object (head_starts_a_document),
+    without consuming it (peek where the stream has it; else read and seek back; a stream that can do
+    neither: False)."""
     if hasattr(stream, "peek"):
         head = stream.peek(256)[:256]
     elif getattr(stream, "seekable", lambda: False)():
@@ -42,23 +51,66 @@ def starts_an_array(stream) -> bool:
         stream.seek(pos)
     else:
         return False
-    return head_starts_an_array(head)
+    return head_starts_a_document(head)
 
 
-def head_starts_an_array(head: bytes) -> bool:
-    """Whether a file's first bytes, past a BOM and whitespace, open a JSON array."""
+def head_starts_a_document(head: bytes) -> bool:
+    """Whether a file's first bytes, past a BOM and whitespace, open a JSON array, or an object whose
+    `{` is alone on its line (`json.dump(..., indent=...)`, jq, JSON.stringify with a space argument).
+    A JSON Lines record opens with `{` too, but holds a key on its first line."""
     head = head[len(BOM):] if head.startswith(BOM) else head
-    return head.lstrip(_WHITESPACE)[:1] == b"["
+    head = head.lstrip(_WHITESPACE)
+    if head[:1] == b"[":
+        return True
+    newline = head.find(b"\n")
+    return head[:1] == b"{" and newline > 0 and not head[1:newline].strip(_WHITESPACE)
 
 
-def parse(data: bytes) -> list | None:
-    """The records of a file that is one JSON array, or None when it is not (JSON Lines whose first
-    record is an array, or a damaged array: then read as lines, whose rejects say what is wrong)."""
+def parse(data: bytes) -> tuple[list | dict | None, str]:
+    """(the file's one JSON array or object, ""), or (None, why not): JSON Lines whose first record
+    is an array, or a damaged file (then read as lines, whose rejects say what is wrong)."""
     try:
-        records = orjson.loads(data[len(BOM):] if data.startswith(BOM) else data)
-    except orjson.JSONDecodeError:
-        return None
-    return records if isinstance(records, list) else None
+        value = orjson.loads(data[len(BOM):] if data.startswith(BOM) else data)
+    except orjson.JSONDecodeError as e:
+        return None, str(e)
+    return (value, "") if isinstance(value, (list, dict)) else (None, f"it is one {type(value).__name__}")
+
+
+def records_of(value: list | dict, records_field: str | None, path: str) -> list:
+    """The records of a file that is one JSON value: an array itself, or the list under the dotted
+    `records_field` of an object. SchemaError when the file is not of the shape the recipe says."""
+    if records_field is None:
+        if isinstance(value, list):
+            return value
+        raise SchemaError(f"{path}: the file is one JSON object (keys {list_keys(value)}), not JSON Lines or an array "
+                          "of records; set source.records_field to the key of its list of records")
+    if isinstance(value, list):
+        raise SchemaError(f"{path}: the file is one JSON array, not an object with records under "
+                          f"{records_field!r}; remove source.records_field for this source")
+    node, parts = value, records_field.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            at = repr(".".join(parts[:depth])) if depth else "the file's object"
+            held = f"has {list_keys(node)}" if isinstance(node, dict) else f"is {type(node).__name__}, not an object"
+            raise SchemaError(f"{path}: records_field {records_field!r}: {at} has no {part!r}; it {held}; set "
+                              "source.records_field to the key of the list of records")
+        node = node[part]
+    if not isinstance(node, list):
+        raise SchemaError(f"{path}: records_field {records_field!r} is {type(node).__name__}, not a list of "
+                          "records; set source.records_field to the key of the list of records")
+    return node
+
+
+def read_document(data: bytes, records_field: str | None, path: str) -> list | None:
+    """The records of a whole file read as one JSON value; None when it is JSON Lines after all (only
+    without records_field: with it, a file that does not parse is damaged, a PrepError)."""
+    value, why = parse(data)
+    if value is None:
+        if records_field is None:
+            return None
+        raise PrepError(f"{path}: not one JSON object ({why}); source.records_field reads each file as one "
+                        "JSON object holding its records")
+    return records_of(value, records_field, path)
 
 
 def iter_array_batches(unit: WorkUnit, source, bad: BadRecords, batch_docs: int, records: list,

@@ -3,8 +3,9 @@
 Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every line whose first
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
 be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
-once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead
-is read whole, as one unit (json_array.py). A UTF-8 BOM at a file's start is cut.
+once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead,
+or one JSON object holding the records in a list (`source.records_field`) is read whole, as one unit
+(json_array.py). A UTF-8 BOM at a file's start is cut.
 """
 
 from __future__ import annotations
@@ -73,36 +74,38 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
-    units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", source.storage_options, split_compressed=True)
+    so = source.storage_options
+    if source.records_field is not None:  # every file is one JSON object: read whole (json_array.py)
+        return [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
+    units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", so, split_compressed=True)
     cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
-    arrays = {fi for fi in cut if _holds_an_array(files[fi], source.storage_options)}
-    if not arrays:
+    whole = {fi for fi in cut if _holds_a_document(files[fi], so)}
+    if not whole:
         return units
-    # a JSON array has no line boundaries to cut at: one unit for the whole file (json_array.py)
+    # one JSON array or object has no line boundaries to cut at: one unit for the whole file
     out: list[WorkUnit] = []
     for u in units:
-        if u.file_index not in arrays:
+        if u.file_index not in whole:
             out.append(u)
         elif u.start == 0:
-            out.append(WorkUnit(0, source_index, u.file_index, u.path, "jsonl", 0, -1,
-                                file_size(u.path, source.storage_options)))
+            out.append(WorkUnit(0, source_index, u.file_index, u.path, "jsonl", 0, -1, file_size(u.path, so)))
     return out
 
 
-def _holds_an_array(path: str, storage_options: dict | None) -> bool:
-    """Whether a file to be cut into ranges is one JSON array instead. A URL's first 256 bytes come in
-    one range request (opening it would fetch a whole read block, 5 MB on s3fs, per file of the plan);
-    a compressed URL is taken for JSON Lines."""
+def _holds_a_document(path: str, storage_options: dict | None) -> bool:
+    """Whether a file to be cut into ranges is one JSON array or object instead (json_array.py). A URL's
+    first 256 bytes come in one range request (opening it would fetch a whole read block, 5 MB on
+    s3fs, per file of the plan); a compressed URL is taken for JSON Lines."""
     try:
         if is_url(path):
             if compression_of(path):
                 return False
             import fsspec
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-            return json_array.head_starts_an_array(fs.cat_file(p, start=0, end=256))
+            return json_array.head_starts_a_document(fs.cat_file(p, start=0, end=256))
         stream, raw = open_input(path, storage_options)
         with raw, stream:
-            return json_array.starts_an_array(stream)
+            return json_array.starts_a_document(stream)
     except Exception:  # unreadable or damaged: planned as lines, where its unit reports why
         return False
 
@@ -248,9 +251,10 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     loads = orjson.loads
 
     with raw, stream, decode_errors(unit.path, raw):
-        if (unit.start, unit.end) == (0, -1) and json_array.starts_an_array(stream):
+        if (unit.start, unit.end) == (0, -1) and (source.records_field is not None
+                                                   or json_array.starts_a_document(stream)):
             data = stream.read()
-            records = json_array.parse(data)
+            records = json_array.read_document(data, source.records_field, unit.path)
             if records is not None:
                 del data
                 yield from json_array.iter_array_batches(unit, source, bad, batch_docs, records, meter)

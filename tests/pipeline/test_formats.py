@@ -225,6 +225,31 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     assert m.skipped == {"missing_field": 1} and m.splits["train"].num_docs == 1
 
 
+def test_records_field_reads_files_that_are_one_json_object(tmp_path):
+    """`source.records_field`: files like `{"version": 1, "data": [...]}`, small ones grouped in units,
+    give the dataset of the same records as JSON Lines; a damaged one is a failed unit under skip."""
+    texts = corpus_texts(300)
+    d, lines = tmp_path / "obj", tmp_path / "lines"
+    d.mkdir(), lines.mkdir()
+    for i in range(0, len(texts), 40):
+        chunk = [{"text": t, "id": i + k} for k, t in enumerate(texts[i:i + 40])]
+        (d / f"part{i:04d}.json").write_text(json.dumps({"version": 2, "data": chunk}, indent=1))
+        (lines / f"part{i:04d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chunk))
+    obj = run(tmp_path, {"path": str(d), "records_field": "data"}, "obj", workers=2)
+    ref = run(tmp_path, {"path": str(lines)}, "lines")
+    assert shard_bytes(obj) == shard_bytes(ref) and read_manifest(obj).splits["train"].num_docs == len(texts)
+    (d / "part0000.json").write_text('{"version": 2, "data": [{"text": "cut off')
+    m = read_manifest(run(tmp_path, {"path": str(d), "records_field": "data"}, "damaged"))
+    assert [(Path(f["path"]).name, "not one JSON object" in f["error"]) for f in m.failed_units] == [
+        ("part0000.json", True)]
+    assert m.splits["train"].num_docs == len(texts) - 40
+    # the same object on one line, without records_field: one record lacking the field, and the hint
+    (tmp_path / "one.json").write_text(json.dumps({"version": 2, "data": [{"text": "x"}] * 3}) + "\n")
+    with pytest.raises(SchemaError, match=r"the record has 'version', 'data' \['data': a list of 3 objects\]\); "
+                                          r"set source\.text_field .* set source\.records_field to its key"):
+        run(tmp_path, {"path": str(tmp_path / "one.json")}, "one")
+
+
 def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path, monkeypatch):
     """readers.group_small_files: the same shards (val split included) as one unit per file; a damaged
     file is left out whole and listed, its neighbours kept; rejects keep each file's line numbers."""

@@ -74,6 +74,16 @@ def test_content_dict_excludes_run_only_settings():
     assert a.content_dict() == b.content_dict()
 
 
+def test_records_field_is_for_jsonl_and_absent_from_older_recipes_content():
+    """A key added after datasets were made drops out of content_dict at its default: those datasets
+    still match their recipe (re-running on a finished dataset, resuming an unfinished run)."""
+    assert "records_field" not in Recipe.from_dict(BASE).content_dict()["sources"][0]
+    with_field = Recipe.from_dict({**BASE, "source": {"path": "a.json", "records_field": "data"}})
+    assert with_field.content_dict()["sources"][0]["records_field"] == "data"
+    with pytest.raises(PrepError, match=r"source\.records_field: only for format jsonl.* for format csv"):
+        Recipe.from_dict({**BASE, "source": {"path": "a.csv", "records_field": "data"}})
+
+
 @pytest.mark.parametrize("recipe_text,message", [
     ("name: t\nsource: {path: nowhere/*.jsonl}\ntokenizer: {path: TOK}\noutput: {dir: OUT}\n", "no file matches"),
     ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: nowhere.json}\noutput: {dir: OUT}\n", "does not exist"),

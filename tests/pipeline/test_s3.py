@@ -202,4 +202,4 @@ def test_a_json_array_on_s3_is_planned_whole_from_its_first_bytes(tmp_path, s3):
     out = tmp_path / "out"
     tokenize(recipe([{"path": "s3://prep-test/arr/a.json", "storage_options": options}], str(out)), show_progress=False)
     assert sum(s.num_docs for s in read_manifest(out).splits.values()) == len(records)
-    assert jsonl._holds_an_array("s3://prep-test/arr/b.jsonl", options) is False
+    assert jsonl._holds_a_document("s3://prep-test/arr/b.jsonl", options) is False

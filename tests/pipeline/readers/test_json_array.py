@@ -1,4 +1,5 @@
-"""A .json file holding one JSON array of records is read like the same records as JSON Lines."""
+"""A .json file holding one JSON array of records, or one object holding them in a list under
+`source.records_field`, is read like the same records as JSON Lines."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 import pytest
 
+from pipeline.errors import PrepError, SchemaError
 from pipeline.readers import jsonl as jsonl_reader
 from pipeline.readers import plan_units
 from pipeline.recipe import Recipe, SourceConfig
@@ -61,3 +63,69 @@ def test_a_big_array_is_one_unit_in_the_plan(tmp_path):
                                "output": {"dir": "o"}, "unit_bytes": 65536})
     units = plan_units(recipe)
     assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1) and units[0].size == path.stat().st_size
+
+
+@pytest.mark.parametrize("layout", ["pretty", "one line", "gzip", "bom", "nested"])
+def test_an_object_gives_the_records_under_records_field(tmp_path, layout):
+    records = {"result": {"items": RECORDS}} if layout == "nested" else {"version": "1.1", "data": RECORDS}
+    body = json.dumps(records, indent=2 if layout in ("pretty", "nested") else None).encode()
+    path = tmp_path / ("a.json.gz" if layout == "gzip" else "a.json")
+    data = b"\xef\xbb\xbf" + body if layout == "bom" else body
+    path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
+    source = SourceConfig(path=str(path), records_field="result.items" if layout == "nested" else "data")
+    units, texts, positions, bad = read_all(source, [str(path)], unit_bytes=4096)
+    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)  # read whole, over unit_bytes
+    assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
+
+
+def test_bad_records_under_records_field_are_listed_by_row(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"data": [{"text": "ok"}, {"body": "x"}, {"text": None}, {"text": "fine"}]}))
+    _, texts, positions, bad = read_all(SourceConfig(path=str(path), records_field="data"), [str(path)])
+    assert texts == ["ok", "fine"] and positions == [0, 3]
+    assert [(r["row"], r["reason"]) for r in bad] == [(1, "missing_field"), (2, "null_text")]
+
+
+def test_a_pretty_printed_object_without_records_field_is_an_error_naming_its_lists(tmp_path):
+    """Before, each of its lines was a malformed_json reject, and the dataset empty (exit 0)."""
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"version": "1.1", "data": RECORDS * 3, "tags": ["a"]}, indent=2))  # over unit_bytes
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(path)}, "tokenizer": {"path": "t"},
+                               "output": {"dir": "o"}, "unit_bytes": 65536})
+    units = plan_units(recipe)
+    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)  # not cut into lines
+    with pytest.raises(SchemaError, match=r"squad\.json: the file is one JSON object \(keys 'version', 'data', 'tags' "
+                                          r"\['data': a list of 4,500 objects\]\), not JSON Lines .* set "
+                                          r"source\.records_field"):
+        read_all(SourceConfig(path=str(path)), [str(path)])
+
+
+@pytest.mark.parametrize("body, records_field, error, message", [
+    ({"data": RECORDS[:3]}, "rows", SchemaError, r"records_field 'rows': the file's object has no 'rows'; it has 'data' "
+                                                 r"\['data': a list of 3 objects\]"),
+    ({"data": {"rows": 1}}, "data.rows.x", SchemaError, r"records_field 'data\.rows\.x': 'data\.rows' has no 'x'; "
+                                                        r"it is int, not an object"),
+    ({"data": "text"}, "data", SchemaError, r"records_field 'data' is str, not a list of records"),
+    (RECORDS[:3], "data", SchemaError, r"the file is one JSON array, not an object with records under 'data'; "
+                                       r"remove source\.records_field"),
+    (None, "data", PrepError, r"not one JSON object \(unexpected content after document"),
+])
+def test_a_file_not_of_the_records_field_shape_names_what_it_holds(tmp_path, body, records_field, error, message):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(body) if body is not None else '{"text": "a"}\n{"text": "b"}\n')  # None: JSON Lines
+    with pytest.raises(error, match=message) as got:
+        read_all(SourceConfig(path=str(path), records_field=records_field), [str(path)])
+    # a file that is not JSON at all is damaged (a failed unit under skip), not the recipe's mistake
+    assert isinstance(got.value, SchemaError) == (error is SchemaError)
+
+
+def test_json_lines_starting_with_a_brace_line_are_still_lines(tmp_path):
+    """Only a lone `{` on the first line marks a pretty-printed object; a JSON Lines record holds a key
+    on its line, and a damaged object is read as lines, whose rejects say what is wrong."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "one"}\n{"text": "two"}\n')
+    assert read_all(SourceConfig(path=str(path)), [str(path)])[1] == ["one", "two"]
+    damaged = tmp_path / "b.json"
+    damaged.write_text(json.dumps({"data": RECORDS[:3]}, indent=1)[:-5])
+    _, texts, _, bad = read_all(SourceConfig(path=str(damaged)), [str(damaged)])
+    assert texts == [] and {r["reason"] for r in bad} == {"malformed_json"} and bad[0]["line"] == 1
