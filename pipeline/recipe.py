@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import re
 import stat
 import types
 import typing
@@ -351,7 +352,9 @@ class Recipe:
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] = ()) -> Recipe:
+    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] = (), output_dir: str | None = None) -> Recipe:
+        """The recipe in a YAML file, with `--set` overrides; `output_dir` (--output) stands for
+        output.dir, so a recipe may leave it out."""
         import yaml  # here, not at module level: workers (and the forkserver) never read YAML (17 ms)
         path = Path(path)
         if not path.is_file():
@@ -362,7 +365,10 @@ class Recipe:
             raise PrepError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
         if not isinstance(data, dict):
             raise PrepError(f"{path}: a recipe is a mapping of keys (name, source, tokenizer, output)")
-        return cls.from_dict(apply_overrides(data, overrides), where=str(path), source_file=str(path))
+        data = apply_overrides(data, overrides)
+        if output_dir is not None and isinstance(data.get("output") or {}, dict):
+            data["output"] = {**(data.get("output") or {}), "dir": output_dir}
+        return cls.from_dict(data, where=str(path), source_file=str(path))
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "recipe", source_file: str | None = None) -> Recipe:
@@ -429,6 +435,17 @@ class Recipe:
 
 # -- generic YAML -> dataclass with checks --------------------------------------------------------
 
+# what a missing required key is for, in its error ("name: required key is missing" alone left
+# users to guess what value it takes)
+_REQUIRED_HINTS = {
+    "name": " (the dataset's name, recorded in its manifest: add `name: my-corpus` at the top)",
+    "source.path": " (the input: a file, glob, directory or fsspec URL, or for format hf a dataset id)",
+    "sources.path": " (the input: a file, glob, directory or fsspec URL, or for format hf a dataset id)",
+    "tokenizer.path": " (a tokenizer.json file or its directory, a hub id such as gpt2, or tiktoken:<encoding>)",
+    "output.dir": " (the directory the dataset is written to; --output DIR sets it too)",
+}
+
+
 def _build(cls, data, where: str, **extra):
     label = where or "recipe"
     if isinstance(data, str) and cls is SourceConfig:
@@ -450,7 +467,8 @@ def _build(cls, data, where: str, **extra):
         dotted = f"{where}.{f.name}" if where else f.name
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise PrepError(f"{dotted}: required key is missing")
+                hint = _REQUIRED_HINTS.get(re.sub(r"\[\d+\]", "", dotted), "")
+                raise PrepError(f"{dotted}: required key is missing{hint}")
             continue
         kwargs[f.name] = _check(data[f.name], hints[f.name], dotted)
     return cls(**kwargs, **extra)

@@ -37,7 +37,7 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
                      sets: list[str] = (), overwrite: bool = False, progress: bool = True) -> None:
     from pipeline.recipe import Recipe
 
-    r = Recipe.from_yaml(recipe, list(sets))
+    r = Recipe.from_yaml(recipe, list(sets), output)
     if (num_workers or r.resolved_num_workers()) > 1:
         from pipeline.pool import warm_forkserver
         warm_forkserver(r)  # its imports overlap the parent's own and the tokenizer load

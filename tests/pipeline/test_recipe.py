@@ -92,6 +92,12 @@ def test_records_field_is_for_jsonl_and_absent_from_older_recipes_content():
     ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: TOK}\noutput: {dir: OUT}\nnum_workers: [1\n", "not valid YAML"),
     ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: TOK, boundary: bos, bos_token: '<nope>'}\noutput: {dir: OUT}\n",
      "is not a token of"),
+    ("source: {path: CORPUS}\ntokenizer: {path: TOK}\noutput: {dir: OUT}\n",
+     "name: required key is missing (the dataset's name, recorded in its manifest: add `name: my-corpus`"),
+    ("name: t\nsources: [{path: CORPUS}, {format: jsonl}]\ntokenizer: {path: TOK}\noutput: {dir: OUT}\n",
+     "sources[1].path: required key is missing (the input: a file, glob"),
+    ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: TOK}\noutput: {seed: 1}\n",
+     "output.dir: required key is missing (the directory the dataset is written to; --output DIR sets it too)"),
 ])
 def test_cli_recipe_errors_are_one_line_exit_1(tmp_path, demo_tokenizer, recipe_text, message):
     corpus = tmp_path / "c.jsonl"
@@ -104,6 +110,19 @@ def test_cli_recipe_errors_are_one_line_exit_1(tmp_path, demo_tokenizer, recipe_
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("output_section", ["", "output:\n", "output: {seed: 3}\n", "output: {dir: elsewhere}\n"])
+def test_cli_output_option_stands_for_output_dir(tmp_path, demo_tokenizer, output_section):
+    """--output DIR is output.dir: a recipe may leave the key, or the whole section, out."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "hello world"}\n' * 3)
+    (tmp_path / "r.yaml").write_text(f"name: t\nsource: {{path: {corpus}}}\ntokenizer: {{path: {demo_tokenizer}}}\n"
+                                     + output_section)
+    result = runner.invoke(app, ["tokenize", "-r", str(tmp_path / "r.yaml"), "-o", str(tmp_path / "b"),
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "b" / "manifest.json").exists() and not (tmp_path / "elsewhere").exists()
 
 
 def test_cli_missing_recipe_file(tmp_path):
