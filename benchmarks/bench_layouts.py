@@ -15,6 +15,8 @@ the corpus with `tokenizers`:
 - gemma-ws: gemma, plus "\n", "\n\n" and "\t" as non-special added tokens: every newline and tab of a
   document is then cut out in front of the engine (the cutter's worst case here: docs.jsonl is code
   and prose, ~1 newline per 40 characters). Whether real Gemma files mark them so is not checked.
+- llama3: Llama 3's byte-level BPE (its Split regex + ByteLevel without its own regex), the vocabulary
+  dense from 0, then its 256 special tokens past it (<|begin_of_text|>, <|eot_id|>, the reserved ones).
 - qwen25: Qwen 2's byte-level BPE (its Split regex + ByteLevel, NFC normalizer), the vocabulary dense
   from 0, then Qwen 2.5's and Qwen 3's 26 added tokens past it: 14 special, 12 not (<tool_call>,
   <|fim_prefix|>, <think>, ...), which `tokenizers` cuts out of documents.
@@ -63,7 +65,12 @@ QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen 2's Spli
 DEEPSEEK_V3_SPECIAL = ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
                        "<\uff5c\u2581pad\u2581\uff5c>")
 DEEPSEEK_V3_PLAIN = ("<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>", "<think>", "</think>")
-LAYOUTS = ("llama2", "gemma", "gemma-ws", "qwen25", "smollm", "deepseek-v3")
+# Llama 3's 256 special tokens past its 128,000-token vocabulary (the names of the released file)
+LLAMA3_SPECIAL = ("<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                  "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                  "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>",
+                  *(f"<|reserved_special_token_{i}|>" for i in range(3, 248)))
+LAYOUTS = ("llama2", "gemma", "gemma-ws", "llama3", "qwen25", "smollm", "deepseek-v3")
 
 
 def _added(tid: int, content: str, special: bool) -> dict:
@@ -105,13 +112,15 @@ def train_sentencepiece_layout(texts: list[str], vocab_size: int, layout: str) -
 
 
 def train_byte_level_layout(texts: list[str], vocab_size: int, layout: str) -> str:
-    """A Qwen-2.5-, SmolLM- or DeepSeek-V3-layout tokenizer.json trained on `texts` (see the module
+    """A Llama-3-, Qwen-2.5-, SmolLM- or DeepSeek-V3-layout tokenizer.json trained on `texts` (see the module
     docstring): special tokens the trainer puts first, then added tokens (content, special) past the
     vocabulary, as the released files have them."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=layout == "smollm")
-    if layout == "qwen25":
+    if layout == "llama3":
+        splits, first, past = [LLAMA3_PATTERN], [], [(t, True) for t in LLAMA3_SPECIAL]
+    elif layout == "qwen25":
         tok.normalizer = normalizers.NFC()
         splits, first, past = [QWEN2_PATTERN], [], [(t, t in QWEN25_SPECIAL) for t in QWEN25_SPECIAL + QWEN25_PLAIN]
     elif layout == "smollm":
@@ -183,7 +192,7 @@ def main() -> None:
             t0 = time.perf_counter()
             tokenizer = os.path.join(tmp, "tokenizer.json")
             made = (train_byte_level_layout(texts, args.vocab, args.layout)
-                    if args.layout in ("qwen25", "smollm", "deepseek-v3")
+                    if args.layout in ("llama3", "qwen25", "smollm", "deepseek-v3")
                     else train_sentencepiece_layout(texts, args.vocab, args.layout))
             Path(tokenizer).write_text(made, encoding="utf-8")
             origin = (f"trained here on the corpus, {args.layout} layout, {args.vocab} tokens "
@@ -210,10 +219,14 @@ def main() -> None:
                 print(f"  prep {backend}: {wall:.2f} s ({manifest['tokenizer']['backend']})", flush=True)
         same = shas["auto"][0] == shas["hf"][0]
         best = {k: min(v) for k, v in walls.items()}
-        lines = [f"# The {args.layout} tokenizer layout through prep, {machine_label(args.workers)}, "
+        # a given tokenizer is named by its directory (assets/gpt2/tokenizer.json: gpt2), not --layout's default
+        label = Path(args.tokenizer).resolve().parent.name if args.tokenizer else args.layout
+        lines = [f"# The {label} tokenizer layout through prep, {machine_label(args.workers)}, "
                  f"{time.strftime('%Y-%m-%d')}", "",
-                 f"`python benchmarks/bench_layouts.py --layout {args.layout} --workers {args.workers} --repeat {args.repeat}"
-                 f"{' --vocab ' + str(args.vocab) if not args.tokenizer else ' --tokenizer ' + args.tokenizer}`", "",
+                 f"`python benchmarks/bench_layouts.py{' --layout ' + args.layout if not args.tokenizer else ''} "
+                 f"--workers {args.workers} --repeat {args.repeat}"
+                 f"{' --vocab ' + str(args.vocab) if not args.tokenizer else ' --tokenizer ' + args.tokenizer}"
+                 f"{' --corpus ' + args.corpus if args.corpus != str(DEFAULT_CORPUS) else ''}`", "",
                  f"Corpus: `{Path(args.corpus).name}`, {len(texts)} documents, {nbytes / 1e6:.1f} MB of text. "
                  f"Tokenizer: {origin}. The ids of prep's engine ({engine}) equal `tokenizers`' on every document.", "",
                  "| engine, one core, one call per document | MB/s |", "|---|---:|",
@@ -223,7 +236,7 @@ def main() -> None:
                  *(f"| backend {k} | {best[k]:.2f} | {nbytes / best[k] / 1e6:.1f} | {shas[k][1]} |" for k in best), "",
                  f"auto vs hf: {best['hf'] / best['auto']:.2f}x; shards byte-identical: {'yes' if same else 'NO'}.", ""]
         report = args.report or str(ROOT / "benchmarks" / "results" /
-                                    f"layouts_{args.layout}_{machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
+                                    f"layouts_{label}_{machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
         Path(report).write_text("\n".join(lines))
         print("\n".join(lines))
         if not same:
