@@ -96,7 +96,9 @@ def _plan_units(recipe: Recipe, num_workers: int | None) -> list[WorkUnit]:
         got = planned[si] if si in planned and unit_bytes == AUTO_UNIT_MAX else reader.plan(source, si, files, unit_bytes)
         if fmt == "hf":
             reader.warn_unbalanced(source, got, workers)
-        units.extend(group_small_files([replace(u, format=fmt) for u in got], unit_bytes))
+        # dataclasses.replace costs ~5 us a unit: 0.09 s of planning 18,515 small files, where the
+        # reader already named the format
+        units.extend(group_small_files([u if u.format == fmt else replace(u, format=fmt) for u in got], unit_bytes))
     return [replace(u, index=i) for i, u in enumerate(units)]
 
 

@@ -226,9 +226,12 @@ def run(reader, units, source, spool_dir=None):
     return texts, positions, nbytes, rows, counts
 
 
-record = st.one_of(
+good_record = st.one_of(
     st.text(max_size=30).map(lambda t: orjson.dumps({"text": t})),
     st.text(min_size=40, max_size=120).map(lambda t: orjson.dumps({"id": 1, "text": t})),  # over small caps
+)
+record = st.one_of(
+    good_record,
     st.sampled_from([b"", b"   ", b"\r", b"\t\x0b\x0c", b'{"text": "crlf"}\r', b'  {"text": "pad"}  ',
                      b'{"text": ', b'{"text": "a"} x', b"not json", b'{"other": 1}', b'{"text": null}',
                      b'{"text": 5}', b'{"text": "bad \xff utf8"}', b'{"text": "\xc3"}', b"\xff\xfe",
@@ -258,6 +261,29 @@ def test_iter_batches_matches_the_previous_implementation(tmp_path_factory, reco
         new = run(jsonl.iter_batches, units, source, spool_dir=path.parent / "spool")
         old = run(old_iter_batches, units, source)  # reads a .gz range by decompressing up to it
     assert new == old
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.lists(good_record, max_size=25), st.lists(record, max_size=25)), st.booleans(),
+       st.sampled_from([b"", b"", b"", b"\xef\xbb\xbf", b"[", b"{\n", b"\n"]),
+       st.one_of(st.none(), st.integers(1, 80)), st.sampled_from(["skip", "replace"]), st.integers(0, 3))
+def test_a_small_whole_file_read_at_once_gives_what_the_line_reader_gives(tmp_path_factory, records, final_newline,
+                                                                          head, max_bytes, errors, min_chars):
+    """jsonl._all_good_lines: a whole plain file of at most READ_BLOCK is read at once and, when every
+    line is a good record, parsed in one go; anything else (a bad line, a BOM, a JSON value) falls back
+    to the line reader. Either way the documents, positions, rejects and counts are the line reader's,
+    which reads the same file as a byte range (not whole, so never at once)."""
+    data = head + b"\n".join(records) + (b"\n" if final_newline and records else b"")
+    path = tmp_path_factory.mktemp("small") / "d.jsonl"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors, min_chars=min_chars)
+    whole = jsonl.plan(source, 0, [str(path)], 1 << 20)
+    assert [(u.start, u.end) for u in whole] == [(0, -1)]
+    as_range = [replace(whole[0], end=len(data) + 1)]  # the same lines, through iter_line_groups
+    got, want = run(jsonl.iter_batches, whole, source), run(jsonl.iter_batches, as_range, source)
+    flat = lambda r: (sum(r[0], []), sum(r[1], []), sum(r[2]), r[3], r[4])  # noqa: E731 (batches may differ)
+    if not (data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] == b"[" or data.lstrip(b"\xef\xbb\xbf").startswith(b"{\n")):
+        assert flat(got) == flat(want)  # a JSON value is read whole only as a whole file: test_json_array.py
 
 
 def test_iter_batches_on_a_real_shaped_file(tmp_path):
