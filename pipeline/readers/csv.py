@@ -50,6 +50,7 @@ from pipeline.readers.base import (
     open_input,
     open_raw,
     open_unit,
+    ranged_input_bytes,
 )
 from pipeline.recipe import SourceConfig
 
@@ -140,13 +141,7 @@ class CutScanner:
 def input_bytes(source: SourceConfig, files: list[str], unit_bytes: int) -> int:
     """What `plan` at `unit_bytes` covers (the sum of its units' sizes), without its scan of plain
     files (readers.plan_units sizes unit_bytes: auto with it)."""
-    total = 0
-    for fi, path in enumerate(files):
-        size = file_size(path, source.storage_options)
-        if compression_of(path):
-            size = sum(u.size for u in compressed_ranges(0, fi, path, size, unit_bytes, "csv", source.storage_options))
-        total += size
-    return total
+    return ranged_input_bytes(files, unit_bytes, "csv", source.storage_options)
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:

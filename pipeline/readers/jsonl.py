@@ -33,11 +33,13 @@ from pipeline.readers.base import (
     file_size,
     open_input,
     open_unit,
+    ranged_input_bytes,
     without_bom,
 )
 from pipeline.recipe import SourceConfig, is_url
 
-__all__ = ["plan", "iter_batches", "iter_lines", "iter_line_groups", "plan_byte_ranges", "seek_line_start"]
+__all__ = ["plan", "input_bytes", "iter_batches", "iter_lines", "iter_line_groups", "plan_byte_ranges",
+           "seek_line_start"]
 
 # bytes per read(). A block's lines are parsed, queued as texts and batched together, so a worker holds
 # about a block, its texts and a batch at once. 1 MiB against 4 MiB, one process running 15 units of
@@ -73,6 +75,12 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
             end = min(start + unit_bytes, size)
             units.append(WorkUnit(0, source_index, fi, path, fmt, start, end, end - start))
     return units
+
+
+def input_bytes(source: SourceConfig, files: list[str], unit_bytes: int) -> int:
+    """What `plan` at `unit_bytes` covers: its files' sizes (a compressed file's as its ranges),
+    whether a file is cut into ranges or read whole as one JSON value."""
+    return ranged_input_bytes(files, unit_bytes, "jsonl", source.storage_options)
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:

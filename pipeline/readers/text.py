@@ -38,12 +38,13 @@ from pipeline.readers.base import (
     local_path,
     open_input,
     open_unit,
+    ranged_input_bytes,
     without_bom,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
 from pipeline.recipe import SourceConfig, is_url
 
-__all__ = ["plan", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
+__all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
 
 READ_BLOCK = 4 << 20
 
@@ -51,6 +52,16 @@ READ_BLOCK = 4 << 20
 def self_overlapping(sep: bytes) -> bool:
     """True when two occurrences of `sep` can overlap ("aa", "abab"): byte-range cutting is unsafe."""
     return any(sep[:k] == sep[-k:] for k in range(1, len(sep)))
+
+
+def input_bytes(source: SourceConfig, files: list[str], unit_bytes: int) -> int:
+    """What `plan` at `unit_bytes` covers: whole files (one document per file, or a self-overlapping
+    separator) by their size on disk; else as byte ranges. 100,000 one-document files: one plan, not
+    two, saves the parent ~0.05 s."""
+    sep = source.doc_separator
+    if sep is None or self_overlapping(sep.encode("utf-8")):
+        return sum(file_size(p, source.storage_options) for p in files)
+    return ranged_input_bytes(files, unit_bytes, "text", source.storage_options)
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:

@@ -85,6 +85,13 @@ def test_a_directory_is_its_files_of_one_format(tmp_path):
     assert text.expand_files() == [str(d / "notes.txt")]
     with pytest.raises(PrepError, match=r"the directory '.*data' holds no csv file \(suffixes \.csv, compressed"):
         Recipe.from_dict({**BASE, "source": {"path": str(d), "format": "csv"}}).sources[0].expand_files()
+    # links: a linked file is read, a linked directory is not entered (as os.walk: no cycles), a
+    # broken link is no file; the listing's mtime key changes with the directory's entries
+    (d / "link.jsonl").symlink_to(d / "b.jsonl")
+    (d / "loop").symlink_to(d)
+    (d / "gone.jsonl").symlink_to(d / "nowhere.jsonl")
+    jl = Recipe.from_dict({**BASE, "source": {"path": str(d), "format": "jsonl"}}).sources[0]
+    assert jl.expand_files() == [str(d / n) for n in ("a.jsonl.zst", "b.jsonl", "link.jsonl", "sub/c.json")]
     saved = tmp_path / "saved"
     saved.mkdir()
     (saved / "state.json").write_text("{}")

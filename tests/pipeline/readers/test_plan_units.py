@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -93,3 +94,28 @@ def test_small_whole_files_are_grouped_in_order_and_nothing_else(shapes, unit_by
                   and u.size < min(unit_bytes, GROUP_FILE_BYTES)) for u in (a_last, b if not b.group else b.group[0])]
         if all(small):
             assert a.size + (b.group or (b,))[0].size > unit_bytes
+
+
+@pytest.mark.parametrize("fmt, separator", [("jsonl", None), ("text", None), ("text", "\n"), ("text", "\n\n")])
+def test_input_bytes_is_what_the_plan_covers(tmp_path, fmt, separator):
+    """A reader's input_bytes stands for its plan at unit_bytes: auto (readers.plan_units plans once,
+    at the size it gives): plain and compressed files, big and small, a JSON array read whole."""
+    import gzip
+    import json
+
+    import zstandard
+
+    from pipeline.readers import get_reader
+    from pipeline.recipe import SourceConfig
+    lines = "".join(json.dumps({"text": f"line {i} " + "w " * (i % 50)}) + "\n" for i in range(3000)).encode()
+    files = []
+    for name, data in [("a", lines), ("b.gz", gzip.compress(lines)), ("c.zst", zstandard.compress(lines * 4)),
+                       ("d", lines[:300]), ("e", json.dumps([{"text": "x"}] * 5000).encode())]:
+        path = tmp_path / f"{name.split('.')[0]}.{'jsonl' if fmt == 'jsonl' else 'txt'}{'.' + name.split('.')[1] if '.' in name else ''}"
+        path.write_bytes(data)
+        files.append(str(path))
+    source = SourceConfig(path=str(tmp_path), format=fmt, doc_separator=separator)
+    reader = get_reader(fmt)
+    for unit_bytes in (1 << 10, 1 << 14, 1 << 30):
+        assert sum(u.size for u in reader.plan(source, 0, files, unit_bytes)) == \
+            reader.input_bytes(source, files, unit_bytes)
