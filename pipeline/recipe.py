@@ -451,7 +451,6 @@ class Recipe:
 _REQUIRED_HINTS = {
     "name": " (the dataset's name, recorded in its manifest: add `name: my-corpus` at the top)",
     "source.path": " (the input: a file, glob, directory or fsspec URL, or for format hf a dataset id)",
-    "sources.path": " (the input: a file, glob, directory or fsspec URL, or for format hf a dataset id)",
     "tokenizer.path": " (a tokenizer.json file or its directory, a hub id such as gpt2, or tiktoken:<encoding>)",
     "output.dir": " (the directory the dataset is written to; --output DIR sets it too)",
 }
@@ -478,7 +477,7 @@ def _build(cls, data, where: str, **extra):
         dotted = f"{where}.{f.name}" if where else f.name
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                hint = _REQUIRED_HINTS.get(re.sub(r"\[\d+\]", "", dotted), "")
+                hint = _REQUIRED_HINTS.get(re.sub(r"^sources\[\d+\]", "source", dotted), "")
                 raise PrepError(f"{dotted}: required key is missing{hint}")
             continue
         kwargs[f.name] = _check(data[f.name], hints[f.name], dotted)
