@@ -1,14 +1,15 @@
-"""A `.json` file that is one JSON value instead of JSON Lines, read whole, as one unit:
+"""A `.json` file that is JSON but not JSON Lines, read whole, as one unit:
 
 * one array of records (Alpaca-style `[{"instruction": ...}, ...]`): its records;
+* several objects one after another, pretty-printed (`jq . data.jsonl`): each one a record;
 * one object holding the records in a list (`{"version": 1, "data": [{...}, ...]}`): the list under
   `source.records_field` (`data`), as `datasets.load_dataset("json", field=...)`. With records_field
   set, every file of the source is read so. Without it, a file whose first line is a lone `{` (a
   pretty-printed object) is a SchemaError that names its keys and which of them hold lists.
 
 The JSONL reader tells them from JSON Lines by a file's first bytes past whitespace (and a UTF-8
-BOM): `[`, or `{` alone on its line; the whole file must then parse as one value (else it is JSON
-Lines after all, whose bad lines are rejects). Before, such files gave one `malformed_json` reject
+BOM): `[`, or `{` alone on its line; the whole file must then parse as one value, or as objects one
+after another (else it is JSON Lines after all, whose bad lines are rejects). Before, such files gave one `malformed_json` reject
 per line (pretty-printed), or one record without the text field, and an empty dataset.
 
 A value has no line boundaries to cut at: the file is one unit, read and parsed whole (memory: the
@@ -34,7 +35,8 @@ from pipeline.readers.base import (
     batches_by_group,
 )
 
-__all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "iter_array_batches"]
+__all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "concatenated_objects",
+           "iter_array_batches"]
 
 _WHITESPACE = b" \t\r\n"
 
@@ -107,10 +109,41 @@ def read_document(data: bytes, records_field: str | None, path: str) -> list | N
     value, why = parse(data)
     if value is None:
         if records_field is None:
-            return None
+            return concatenated_objects(data)
         raise PrepError(f"{path}: not one JSON object ({why}); source.records_field reads each file as one "
                         "JSON object holding its records")
     return records_of(value, records_field, path)
+
+
+def concatenated_objects(data: bytes) -> list[dict] | None:
+    """The objects of a file holding several JSON objects one after another, pretty-printed (what
+    `jq . file.jsonl` writes: `{\n  "text": ...\n}\n{\n ...`), or None when it is not such a file.
+    Each object must parse with orjson, as a JSON Lines record would (no NaN, no lone surrogates);
+    one that does not, or a gap that is not whitespace, leaves the file to the line reader, whose
+    rejects say what is wrong. The stdlib decoder only finds where each object ends (orjson cannot
+    stop at a value's end). Before, each line of such a file was a `malformed_json` reject."""
+    body = data[len(BOM):] if data.startswith(BOM) else data
+    if body.lstrip(_WHITESPACE)[:1] != b"{":
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    import json  # only here: most runs never read such a file
+    import re
+    find_end = json.JSONDecoder().raw_decode
+    gap = re.compile(r"[ \t\r\n]*")
+    records, at = [], gap.match(text).end()
+    try:
+        while at < len(text):
+            if text[at] != "{":
+                return None
+            _, end = find_end(text, at)
+            records.append(orjson.loads(text[at:end]))
+            at = gap.match(text, end).end()
+    except (ValueError, orjson.JSONDecodeError):  # json.JSONDecodeError is a ValueError
+        return None
+    return records if len(records) > 1 else None
 
 
 def iter_array_batches(unit: WorkUnit, source, bad: BadRecords, batch_docs: int, records: list,

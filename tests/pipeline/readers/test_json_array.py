@@ -129,3 +129,29 @@ def test_json_lines_starting_with_a_brace_line_are_still_lines(tmp_path):
     damaged.write_text(json.dumps({"data": RECORDS[:3]}, indent=1)[:-5])
     _, texts, _, bad = read_all(SourceConfig(path=str(damaged)), [str(damaged)])
     assert texts == [] and {r["reason"] for r in bad} == {"malformed_json"} and bad[0]["line"] == 1
+
+
+@pytest.mark.parametrize("layout", ["jq", "jq gzip", "bom", "compact objects on lines of their own"])
+def test_objects_one_after_another_are_records(tmp_path, layout):
+    """`jq . data.jsonl > data.json` writes each record pretty-printed, one after another: before,
+    each of its lines was a malformed_json reject and the dataset empty."""
+    indent = None if layout.startswith("compact") else 2
+    body = "\n".join(json.dumps(r, indent=indent) for r in RECORDS).encode() + b"\n"
+    if layout.startswith("compact"):  # a lone "{" first line marks the file; the rest on one line each
+        body = b"{\n" + body[1:]
+    path = tmp_path / ("a.json.gz" if "gzip" in layout else "a.json")
+    data = b"\xef\xbb\xbf" + body if layout == "bom" else body
+    path.write_bytes(gzip.compress(data) if "gzip" in layout else data)
+    units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
+    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)
+    assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
+
+
+@pytest.mark.parametrize("tail", ['{"text": NaN}', "[1, 2]", '{"text": "cut', '"a string"'])
+def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, tail):
+    """All or nothing, as for an array: a value orjson refuses, or one that is not an object, leaves
+    the file to the line reader, whose rejects name each bad line."""
+    path = tmp_path / "a.json"
+    path.write_text("\n".join(json.dumps(r, indent=2) for r in RECORDS[:3]) + "\n" + tail + "\n")
+    _, texts, _, bad = read_all(SourceConfig(path=str(path)), [str(path)])
+    assert texts == [] and bad and bad[0]["line"] == 1 and bad[0]["reason"] == "malformed_json"
