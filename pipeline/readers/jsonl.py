@@ -11,6 +11,7 @@ or one JSON object holding the records in a list (`source.records_field`) is rea
 from __future__ import annotations
 
 import io
+import logging
 import sys
 from collections.abc import Iterator
 from itertools import accumulate
@@ -37,6 +38,8 @@ from pipeline.readers.base import (
     without_bom,
 )
 from pipeline.recipe import SourceConfig, is_url
+
+log = logging.getLogger("prep")
 
 __all__ = ["plan", "input_bytes", "iter_batches", "iter_lines", "iter_line_groups", "plan_byte_ranges",
            "seek_line_start"]
@@ -86,7 +89,9 @@ def input_bytes(source: SourceConfig, files: list[str], unit_bytes: int) -> int:
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
     so = source.storage_options
     if source.records_field is not None:  # every file is one JSON object: read whole (json_array.py)
-        return [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
+        units = [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
+        _warn_big_documents(units)
+        return units
     units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", so, split_compressed=True)
     cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
     whole = {fi for fi in cut if _holds_a_document(files[fi], so)}
@@ -99,7 +104,22 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
             out.append(u)
         elif u.start == 0:
             out.append(WorkUnit(0, source_index, u.file_index, u.path, "jsonl", 0, -1, file_size(u.path, so)))
+    _warn_big_documents([u for u in out if u.file_index in whole])
     return out
+
+
+# A whole-file JSON value above this gets a warning: one worker parses it whole, holding ~5x its size
+# (a 62 MB array: 295 MB), and encodes it alone while the others wait.
+BIG_DOCUMENT_BYTES = 256 << 20
+
+
+def _warn_big_documents(units: list[WorkUnit]) -> None:
+    for u in units:
+        if u.size > BIG_DOCUMENT_BYTES:
+            log.warning("%s: %.0f MB of JSON that is not JSON Lines, read whole by one worker (about %.1f GB of memory, no "
+                        "other worker helps); as JSON Lines every worker shares it: jq -c '.[]' (an array), "
+                        "jq -c '.data[]' (records under data) or jq -c . (objects one after another)",
+                        u.path, u.size / 1e6, 5 * u.size / 1e9)
 
 
 def _holds_a_document(path: str, storage_options: dict | None) -> bool:

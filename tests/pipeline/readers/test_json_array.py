@@ -155,3 +155,22 @@ def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, ta
     path.write_text("\n".join(json.dumps(r, indent=2) for r in RECORDS[:3]) + "\n" + tail + "\n")
     _, texts, _, bad = read_all(SourceConfig(path=str(path)), [str(path)])
     assert texts == [] and bad and bad[0]["line"] == 1 and bad[0]["reason"] == "malformed_json"
+
+
+def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(jsonl_reader, "BIG_DOCUMENT_BYTES", 50_000)
+    big, small, lines = tmp_path / "big.json", tmp_path / "small.json", tmp_path / "lines.jsonl"
+    big.write_text(json.dumps(RECORDS, indent=1))  # ~100 KB: one unit, over the (patched) bound
+    small.write_text(json.dumps(RECORDS[:10], indent=1))
+    lines.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))  # cut into ranges: no warning
+    files = [str(big), str(small), str(lines)]
+    with caplog.at_level("WARNING", logger="prep"):
+        jsonl_reader.plan(SourceConfig(path=str(tmp_path)), 0, files, 4096)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(big)]
+    assert "read whole by one worker" in caplog.text and "jq -c '.[]'" in caplog.text
+    caplog.clear()
+    obj = tmp_path / "obj.json"
+    obj.write_text(json.dumps({"data": RECORDS}))
+    with caplog.at_level("WARNING", logger="prep"):
+        jsonl_reader.plan(SourceConfig(path=str(obj), records_field="data"), 0, [str(obj)], 4096)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(obj)]
