@@ -103,11 +103,23 @@ def _suffixes(fmt: str) -> str:
     return ", ".join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)
 
 
+_DIR_CENSUS: dict[tuple[str, int], dict[str, str | None]] = {}
+
+
+def dir_census(directory: str) -> dict[str, str | None]:
+    """{file: the format its suffix names, or None} for dir_files(directory), in its order; kept as
+    long as the listing is. A run asks for a directory source's format ~7 times (validating, planning,
+    the manifest's recipe): 100,000 files took 0.56 s each time before this was kept."""
+    key = (directory, os.stat(directory).st_mtime_ns)  # dir_files' key: the same listing
+    if key not in _DIR_CENSUS:
+        _DIR_CENSUS[key] = {f: infer_format(f, look_inside=False) for f in dir_files(directory)}
+    return _DIR_CENSUS[key]
+
+
 def dir_formats(directory: str) -> dict[str, int]:
     """Files per inferred format under a directory (files of no known format not counted)."""
     counts: dict[str, int] = {}
-    for f in dir_files(directory):
-        fmt = infer_format(f, look_inside=False)
+    for fmt in dir_census(directory).values():
         if fmt is not None:
             counts[fmt] = counts.get(fmt, 0) + 1
     return counts
@@ -229,7 +241,7 @@ class SourceConfig:
             local = p[len("file://"):] if p.startswith("file://") else p
             if (d := local_dir(p)) is not None:  # a directory: its files of this source's format
                 fmt = self.resolved_format()
-                matches = [f for f in dir_files(d) if infer_format(f, look_inside=False) == fmt]
+                matches = [f for f, kind in dir_census(d).items() if kind == fmt]
                 if not matches:
                     raise PrepError(f"source.path: the directory {p!r} holds no {fmt} file (suffixes "
                                     f"{_suffixes(fmt)}, compressed "

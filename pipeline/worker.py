@@ -7,13 +7,14 @@ one document batch and one 8 MiB write buffer per split, whatever the corpus siz
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.errors import PrepError, SchemaError
-from pipeline.filters import BATCH_CHARS, DEDUP_DIR, DedupLog, batch_cut
+from pipeline.filters import BATCH_CHARS, DEDUP_DIR, Batcher, DedupLog, batch_cut
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -112,15 +113,26 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
             # each report is a message through a queue (18,515 files of 3.2 KB: one per file cost the
             # parent and the workers ~20 us each)
             unreported = 0
-            for member in unit.group:
+            reader = get_reader(unit.format)
+            # a reader may read a group's plain members together (jsonl.whole_small_files); None: one by one
+            members = (reader.whole_small_files(unit.group, source) if hasattr(reader, "whole_small_files")
+                       else ((m, None) for m in unit.group))
+            for member, read in members:
                 member_bad = BadRecords(member, recipe.on_bad_record)
                 texts: list[str] = []
                 positions: list[np.ndarray] = []
                 try:
-                    for batch in get_reader(member.format).iter_batches(member, source, member_bad, batch_docs):
-                        texts += batch.texts
-                        positions.append(batch.positions)
+                    if read is not None:  # (line offsets, texts): min_chars/max_chars as its Batcher would
+                        kept = Batcher(source, member_bad, sys.maxsize, sys.maxsize)
+                        kept.extend(read[1], read[0])
+                        batch = kept.take(member.size)
+                        texts, positions = batch.texts, [batch.positions]
                         unreported += batch.nbytes
+                    else:
+                        for batch in reader.iter_batches(member, source, member_bad, batch_docs):
+                            texts += batch.texts
+                            positions.append(batch.positions)
+                            unreported += batch.nbytes
                     if unreported >= REPORT_BYTES:
                         report(unreported, 0, 0)
                         unreported = 0

@@ -70,9 +70,8 @@ class WorkUnit:
         """A range of a compressed JSONL, CSV/TSV or text file's decompressed bytes, read from the
         parent's window file (other formats' start/end are rows or row groups, whatever the file is
         called; a text unit of whole files lists them in `paths`)."""
-        return (self.format in ("jsonl", "text", "csv", "tsv") and not self.paths and not self.group
-                and bool(compression_of(self.path))
-                and (self.start, self.end) != (0, -1))
+        return ((self.start, self.end) != (0, -1) and self.format in ("jsonl", "text", "csv", "tsv")
+                and not self.paths and not self.group and bool(compression_of(self.path)))
 
     def to_dict(self) -> dict:
         return asdict(self)

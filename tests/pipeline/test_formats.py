@@ -292,6 +292,24 @@ def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path
         run(tmp_path, {"path": str(bad / "*"), "format": "jsonl"}, "allbad")
 
 
+def test_grouped_small_files_keep_min_and_max_chars(tmp_path, monkeypatch):
+    """Plain small files read together (jsonl.whole_small_files) drop and count documents outside
+    [min_chars, max_chars] as their own units would."""
+    import pipeline.readers as readers
+    d = tmp_path / "d"
+    d.mkdir()
+    texts = corpus_texts(200)
+    for i in range(0, len(texts), 5):
+        (d / f"f{i:04d}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[i:i + 5]))
+    src = {"path": str(d / "*"), "format": "jsonl", "min_chars": 40, "max_chars": 400}
+    grouped = read_manifest(run(tmp_path, src, "grouped"))
+    monkeypatch.setattr(readers, "group_small_files", lambda got, unit_bytes: got)
+    single = read_manifest(run(tmp_path, src, "single"))
+    assert grouped.splits == single.splits and grouped.skipped == single.skipped
+    assert grouped.skipped["too_short"] > 0 and grouped.skipped["too_long"] > 0
+    assert grouped.splits["train"].num_docs == sum(40 <= len(t) <= 400 for t in texts)
+
+
 _small_record = st.one_of(
     st.text(min_size=1, max_size=40).map(lambda t: json.dumps({"text": t}).encode()),
     st.sampled_from([b'{"text": null}', b'{"body": 1}', b'{"text": ', b"", b'{"text": "bad \xff"}', b'{"text": 5}']),
@@ -302,11 +320,12 @@ _small_file = st.tuples(st.lists(_small_record, max_size=12), st.sampled_from(["
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=st.lists(_small_file, min_size=1, max_size=12), batch_docs=st.integers(1, 9),
-       val_fraction=st.sampled_from([0.0, 0.4]))
+       val_fraction=st.sampled_from([0.0, 0.4]), lengths=st.sampled_from([(0, None), (6, None), (0, 20), (3, 30)]))
 def test_grouped_small_files_are_the_dataset_of_one_unit_each(tmp_path_factory, monkeypatch, files, batch_docs,
-                                                              val_fraction):
+                                                              val_fraction, lengths):
     """Any mix of small files, bad records, BOMs, JSON arrays and damaged files: grouping them into
-    units changes nothing in the output (shards, val split, skipped counts, rejects, failed files)."""
+    units (whose plain good files jsonl.whole_small_files reads together) changes nothing in the
+    output (shards, val split, skipped counts with min_chars/max_chars, rejects, failed files)."""
     import pipeline.readers as readers
     d = tmp_path_factory.mktemp("small")
     for i, (records, suffix, bom, damaged) in enumerate(files):
@@ -318,7 +337,7 @@ def test_grouped_small_files_are_the_dataset_of_one_unit_each(tmp_path_factory, 
             data = gzip.compress(data)
             data = data[:len(data) // 2] if damaged else data
         (d / f"f{i:03d}.{suffix}").write_bytes(data)
-    src = {"path": str(d / "*"), "format": "jsonl"}
+    src = {"path": str(d / "*"), "format": "jsonl", "min_chars": lengths[0], "max_chars": lengths[1]}
     outs = {}
     for grouped in (True, False):
         if not grouped:
