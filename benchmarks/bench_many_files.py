@@ -10,6 +10,8 @@ with the same documents as one JSONL file:
   jsonl-files   --jsonl-files files of ~3.2 KB of JSON Lines each, as a glob (grouped into units by
                 readers.group_small_files)
   text-dir      --text-files files of one document each, as a directory (`format: text`)
+  json-dir      --text-files .json files of one record each, as a directory (scraped corpora often
+                store a document so)
   jq            one file of pretty-printed objects one after another (`jq . data.jsonl`)
   records-field one file that is one object, the records under "data" (`source.records_field`)
 
@@ -83,6 +85,13 @@ def build(d: Path, texts_for_jsonl: list[str], texts_for_text: list[str], texts_
     (d / "text_dir.one.jsonl").write_bytes(b"".join(jsonl_lines(texts_for_text)))
     layouts["text-dir"] = ({"path": str(tdir), "format": "text"}, {"path": str(d / "text_dir.one.jsonl")},
                            len(texts_for_text), sum(len(t.encode()) for t in texts_for_text), len(texts_for_text))
+    # json-dir: one record per .json file, the same documents as text-dir
+    jdir = d / "json_dir"
+    jdir.mkdir()
+    for i, line in enumerate(jsonl_lines(texts_for_text)):
+        (jdir / f"{i // 1000:04d}_{i:07d}.json").write_bytes(line)
+    layouts["json-dir"] = ({"path": str(jdir)}, {"path": str(d / "text_dir.one.jsonl")}, len(texts_for_text),
+                           sum(f.stat().st_size for f in jdir.iterdir()), len(texts_for_text))
     # jq and records-field: one whole-file JSON each
     records = [{"text": t} for t in texts_for_json]
     one = d / "json.one.jsonl"
