@@ -203,3 +203,30 @@ def test_a_json_array_on_s3_is_planned_whole_from_its_first_bytes(tmp_path, s3):
     tokenize(recipe([{"path": "s3://prep-test/arr/a.json", "storage_options": options}], str(out)), show_progress=False)
     assert sum(s.num_docs for s in read_manifest(out).splits.values()) == len(records)
     assert jsonl._holds_a_document("s3://prep-test/arr/b.jsonl", options) is False
+
+
+def test_small_json_files_and_a_records_field_object_on_s3(tmp_path, s3):
+    """URLs through the group reader (jsonl.whole_small_files opens each member with fsspec) and
+    through records_field: the same documents as the local copies."""
+    fs, options = s3
+    texts = [f"document {i} " + "y" * (i % 13) for i in range(60)]
+    local = tmp_path / "local"
+    local.mkdir()
+    for i in range(0, 60, 6):
+        body = "".join(json.dumps({"text": t}) + "\n" for t in texts[i:i + 6])
+        with fs.open(f"prep-test/small/f{i:03d}.jsonl", "w") as f:
+            f.write(body)
+        (local / f"f{i:03d}.jsonl").write_text(body)
+    with fs.open("prep-test/obj/o.json", "w") as f:
+        f.write(json.dumps({"version": 1, "data": [{"text": t} for t in texts]}, indent=2))
+    remote = tokenize(recipe([{"path": "s3://prep-test/small/*", "format": "jsonl", "storage_options": options}],
+                             str(tmp_path / "remote"), val_fraction=0.0), show_progress=False)
+    here = tokenize(recipe([{"path": str(local / "*.jsonl")}], str(tmp_path / "here"), val_fraction=0.0),
+                    show_progress=False)
+    assert remote.manifest.splits["train"].num_docs == here.manifest.splits["train"].num_docs == 60
+    assert [s.sha256 for s in remote.manifest.splits["train"].shards] == \
+        [s.sha256 for s in here.manifest.splits["train"].shards]
+    obj = tokenize(recipe([{"path": "s3://prep-test/obj/o.json", "records_field": "data", "storage_options": options}],
+                          str(tmp_path / "obj"), val_fraction=0.0), show_progress=False)
+    assert [s.sha256 for s in obj.manifest.splits["train"].shards] == \
+        [s.sha256 for s in here.manifest.splits["train"].shards]
