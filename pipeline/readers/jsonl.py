@@ -379,8 +379,8 @@ def whole_small_files(members: tuple[WorkUnit, ...], source: SourceConfig
             try:
                 with open_raw(member.path, source.storage_options) as f:
                     lines = _whole_file_lines(f.read())
-            except OSError:  # gone or unreadable: iter_batches says so
-                pass
+            except Exception:  # gone, unreadable, a network error: iter_batches reads it again and says so,
+                pass           # as the member's own failure (this generator must not fail the group)
         if lines is None:
             yield from _parsed_together(chunk, fast)
             chunk, lines_in_chunk = [], 0
