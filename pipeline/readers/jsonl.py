@@ -355,7 +355,8 @@ def _all_good_lines(data: bytes, fast) -> tuple[list[int], list[str]] | None:
     return None if texts is None else (_line_offsets(lines), texts)
 
 
-# lines of a group's small files parsed in one call (whole_small_files)
+# lines of a group's small files parsed in one call (whole_small_files). A chunk's bytes are bounded by
+# the group's: at most unit_bytes (<= 16 MiB), as a unit of one big file reads.
 GROUP_PARSE_LINES = 4096
 
 
