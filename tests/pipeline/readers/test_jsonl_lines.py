@@ -12,6 +12,7 @@ from dataclasses import replace
 from unittest import mock
 
 import orjson
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -409,3 +410,37 @@ def test_the_spooler_stays_at_most_ahead_windows_in_front(tmp_path):
     finally:
         spooler.close()
     assert not (tmp_path / "spool").exists()
+
+
+@pytest.mark.parametrize("lines_cap, bytes_cap", [(1, 1 << 20), (7, 1 << 20), (4096, 300), (4096, 4 << 20)])
+def test_whole_small_files_gives_each_good_file_what_iter_batches_gives(tmp_path, monkeypatch, lines_cap, bytes_cap):
+    """jsonl.whole_small_files parses a group's files together, in chunks: for each plain file of good
+    records it gives iter_batches' documents and positions; every other file (a bad line, a BOM, a
+    JSON value, compressed, empty, gone) it leaves to iter_batches (None), in order."""
+    monkeypatch.setattr(jsonl, "GROUP_PARSE_LINES", lines_cap)
+    monkeypatch.setattr(jsonl, "GROUP_PARSE_BYTES", bytes_cap)
+    good = lambda i, n: "".join(orjson.dumps({"text": f"doc {i}.{k} " + "w" * k}).decode() + "\n"  # noqa: E731
+                                for k in range(n)).encode()
+    bodies = {"a.jsonl": good(0, 5), "b.jsonl": good(1, 1), "b2.jsonl": good(9, 2),
+              "c.jsonl": good(2, 3) + b'{"text": 5}\n', "d.jsonl": b"\xef\xbb\xbf" + good(3, 2),
+              "e.jsonl": good(4, 9)[:-1], "e2.jsonl": good(10, 3), "f.jsonl": b'[{"text": "x"}]',
+              "g.jsonl.gz": gzip.compress(good(5, 2)), "h.jsonl": b"", "i.jsonl": good(6, 2) + b"\n" + good(7, 1),
+              "j.jsonl": good(8, 4)}
+    paths = []
+    for name, body in bodies.items():
+        (tmp_path / name).write_bytes(body)
+        paths.append(str(tmp_path / name))
+    source = SourceConfig(path=str(tmp_path / "*"))
+    members = jsonl.plan(source, 0, paths, 1 << 20)
+    (tmp_path / "j.jsonl").unlink()  # gone since the plan
+    got = list(jsonl.whole_small_files(tuple(members), source))
+    assert [m for m, _ in got] == members
+    quick = {}
+    for member, read in got:
+        name = member.path.rsplit("/", 1)[1]
+        if read is None:
+            continue
+        texts, positions, _, rows, _ = run(jsonl.iter_batches, [member], source)
+        assert read == (sum(positions, []), sum(texts, [])) and rows == [[]], name
+        quick[name] = len(read[1])
+    assert quick == {"a.jsonl": 5, "b.jsonl": 1, "b2.jsonl": 2, "e.jsonl": 9, "e2.jsonl": 3}
