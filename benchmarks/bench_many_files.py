@@ -180,7 +180,9 @@ def main() -> None:
         lines += [f"| {n} | {f:,} | {d:,} | {b / 1e6:.1f} | {s:.2f} | {o:.2f} | {o / s:.2f} |"
                   for n, f, d, b, s, o in rows]
         report = args.report or str(ROOT / "benchmarks" / "results" / f"many_files_{machine}_{time.strftime('%Y%m')}.md")
-        Path(report).write_text("\n".join(lines) + "\n")
+        old = Path(report).read_text() if Path(report).exists() else ""
+        notes = old[old.index("\n## Notes"):] if "\n## Notes" in old else ""  # kept across re-runs
+        Path(report).write_text("\n".join(lines) + "\n" + notes)
         print("\n".join(lines))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
