@@ -120,17 +120,32 @@ def concatenated_objects(data: bytes) -> list[dict] | None:
     `jq . file.jsonl` writes: `{\n  "text": ...\n}\n{\n ...`), or None when it is not such a file.
     Each object must parse with orjson, as a JSON Lines record would (no NaN, no lone surrogates);
     one that does not, or a gap that is not whitespace, leaves the file to the line reader, whose
-    rejects say what is wrong. The stdlib decoder only finds where each object ends (orjson cannot
-    stop at a value's end). Before, each line of such a file was a `malformed_json` reject."""
+    rejects say what is wrong. Where the layout is not jq's, the stdlib decoder finds where each object
+    ends (orjson cannot stop at a value's end). Before, each line of such a file was a
+    `malformed_json` reject."""
     body = data[len(BOM):] if data.startswith(BOM) else data
     if body.lstrip(_WHITESPACE)[:1] != b"{":
         return None
+    # jq's layout first: an object's closing brace alone at the start of a line, the next object's
+    # opening brace on the line after. A JSON string holds no raw newline, so such braces are outside
+    # any string; and when every piece between them parses as one object, the pieces are the file's
+    # objects (an object ends at one place only). 18 MB of jq output: 0.30 -> 0.13 s (a regex split
+    # allowing any whitespace there took 0.23 s of that alone). Anything else: the stdlib scan below.
+    pieces = body.strip(_WHITESPACE).split(b"\n}\n{")
+    if len(pieces) > 1:
+        pieces = [pieces[0] + b"\n}", *(b"{" + p + b"\n}" for p in pieces[1:-1]), b"{" + pieces[-1]]
+        try:
+            records = list(map(orjson.loads, pieces))
+        except orjson.JSONDecodeError:
+            records = []
+        if records and all(type(r) is dict for r in records):
+            return records
+    import re  # only here: most runs never read such a file
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    import json  # only here: most runs never read such a file
-    import re
+    import json
     find_end = json.JSONDecoder().raw_decode
     gap = re.compile(r"[ \t\r\n]*")
     records, at = [], gap.match(text).end()

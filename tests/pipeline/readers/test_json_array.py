@@ -174,3 +174,15 @@ def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, mo
     with caplog.at_level("WARNING", logger="prep"):
         jsonl_reader.plan(SourceConfig(path=str(obj), records_field="data"), 0, [str(obj)], 4096)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(obj)]
+
+
+@pytest.mark.parametrize("indent", [0, 2, 4])
+def test_objects_one_after_another_with_nested_objects_split_where_they_end(indent):
+    """concatenated_objects splits jq's layout at its top-level `}` / `{` line pair; with indent 0
+    nested objects close at the start of a line too, and must stay whole."""
+    from pipeline.readers.json_array import concatenated_objects
+    records = [{"text": f"t{i} }}\n{{ braces in a string", "meta": {"a": [1, {"b": {"c": i}}], "d": {}}}
+               for i in range(50)]
+    data = "".join(json.dumps(r, indent=indent) + "\n" for r in records).encode()
+    assert concatenated_objects(data) == records
+    assert concatenated_objects(data.replace(b"\n", b"\r\n")) == records  # the stdlib scan's way
