@@ -61,19 +61,6 @@ def local_dir(path: str) -> str | None:
 _NOT_DATA = ("readme", "license", "licence", "changelog", "citation")
 
 
-_DIR_FILES: dict[tuple[str, int], list[str]] = {}
-
-
-def dir_files(directory: str) -> list[str]:
-    """The regular files under `directory`, recursively, sorted; hidden ones (a name starting with ".",
-    or under such a directory: .git, .cache) and README/LICENSE-like files left out. Listed once per
-    process while the directory's mtime holds (a run asks ~5 times; 20,000 files: 0.11 s a walk)."""
-    key = (directory, os.stat(directory).st_mtime_ns)
-    if key not in _DIR_FILES:
-        _DIR_FILES[key] = _walk_files(directory)
-    return _DIR_FILES[key]
-
-
 def _walk_files(directory: str) -> list[str]:
     # scandir's entries know their type from the directory listing (d_type): no stat per file, as
     # os.walk + os.path.isfile took (only a symbolic link is followed, by a stat)
@@ -107,12 +94,14 @@ _DIR_CENSUS: dict[tuple[str, int], dict[str, str | None]] = {}
 
 
 def dir_census(directory: str) -> dict[str, str | None]:
-    """{file: the format its suffix names, or None} for dir_files(directory), in its order; kept as
-    long as the listing is. A run asks for a directory source's format ~7 times (validating, planning,
-    the manifest's recipe): 100,000 files took 0.56 s each time before this was kept."""
-    key = (directory, os.stat(directory).st_mtime_ns)  # dir_files' key: the same listing
+    """{file: the format its suffix names, or None} for the regular files under `directory`,
+    recursively, sorted; hidden ones (a name starting with ".", or under such a directory: .git,
+    .cache) and README/LICENSE-like files left out. Listed once per process while the directory's
+    mtime holds: a run asks for a directory source's format ~7 times (validating, planning, the
+    manifest's recipe), and 100,000 files took 0.56 s each time before this was kept."""
+    key = (directory, os.stat(directory).st_mtime_ns)
     if key not in _DIR_CENSUS:
-        _DIR_CENSUS[key] = {f: infer_format(f, look_inside=False) for f in dir_files(directory)}
+        _DIR_CENSUS[key] = {f: infer_format(f, look_inside=False) for f in _walk_files(directory)}
     return _DIR_CENSUS[key]
 
 
