@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers import json_array
+from pipeline.readers import json_array, json_cuts
 from pipeline.readers.base import (
     BOM,
     BadRecords,
@@ -98,15 +98,38 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     whole = {fi for fi in cut if _holds_a_document(files[fi], so)}
     if not whole:
         return units
-    # one JSON array or object has no line boundaries to cut at: one unit for the whole file
+    # one JSON array or object has no line boundaries to cut at: cut between its records instead
+    # (json_cuts.py), or one unit for the whole file
     out: list[WorkUnit] = []
     for u in units:
         if u.file_index not in whole:
             out.append(u)
         elif u.start == 0:
-            out.append(WorkUnit(0, source_index, u.file_index, u.path, "jsonl", 0, -1, file_size(u.path, so)))
-    _warn_big_documents([u for u in out if u.file_index in whole])
+            out += _value_units(source_index, u.file_index, u.path, so, unit_bytes)
     return out
+
+
+def _value_units(source_index: int, fi: int, path: str, storage_options: dict | None,
+                 unit_bytes: int) -> list[WorkUnit]:
+    """A file holding one big JSON value: ranges between its records, each knowing how many records
+    come before it (json_cuts.py), or one unit for the whole file when it cannot be cut."""
+    size = file_size(path, storage_options)
+    whole = WorkUnit(0, source_index, fi, path, "jsonl", 0, -1, size)
+    if compression_of(path):
+        _warn_big_document(whole, "a compressed file is read in one stream")
+        return [whole]
+    try:
+        with open_raw(path, storage_options) as f:
+            cuts, kind, why = json_cuts.scan_cuts(f, min(unit_bytes, json_cuts.PIECE_BYTES))
+    except OSError:  # unreadable now: one unit, whose worker says why (a failed unit under skip)
+        return [whole]
+    units = json_cuts.unit_bounds(cuts, size, unit_bytes)
+    if len(units) == 1:
+        _warn_big_document(whole, why)
+        return [whole]
+    return [WorkUnit(0, source_index, fi, path, "jsonl", start, end if end < size else -1, end - start,
+                     payload=json_array.range_payload(kind, first, inner))
+            for start, end, first, inner in units]
 
 
 # A whole-file JSON value above this gets a warning: one worker parses it whole, holding ~5x its size
@@ -116,11 +139,15 @@ BIG_DOCUMENT_BYTES = 256 << 20
 
 def _warn_big_documents(units: list[WorkUnit]) -> None:
     for u in units:
-        if u.size > BIG_DOCUMENT_BYTES:
-            log.warning("%s: %.0f MB of JSON that is not JSON Lines, read whole by one worker (about %.1f GB of memory, no "
-                        "other worker helps); as JSON Lines every worker shares it: jq -c '.[]' (an array), "
-                        "jq -c '.data[]' (records under data) or jq -c . (objects one after another)",
-                        u.path, u.size / 1e6, 5 * u.size / 1e9)
+        _warn_big_document(u, "")
+
+
+def _warn_big_document(unit: WorkUnit, why: str) -> None:
+    if unit.size > BIG_DOCUMENT_BYTES:
+        log.warning("%s: %.0f MB of JSON that is not JSON Lines, read whole by one worker (about %.1f GB of memory, no "
+                    "other worker helps%s); as JSON Lines every worker shares it: jq -c '.[]' (an array), "
+                    "jq -c '.data[]' (records under data) or jq -c . (objects one after another)",
+                    unit.path, unit.size / 1e6, 5 * unit.size / 1e9, f": {why}" if why else "")
 
 
 def _holds_a_document(path: str, storage_options: dict | None) -> bool:
@@ -286,6 +313,11 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         _one_by_one(offsets, lines, before if count_lines else None, source, extract, batcher, bad)
 
     with raw, stream, decode_errors(unit.path, raw):
+        if unit.payload:  # a range of the records of one big JSON value (json_cuts.py)
+            stream.seek(unit.start)
+            groups = json_array.iter_range_groups(stream, unit)
+            yield from json_array.iter_array_batches(unit, source, bad, batch_docs, groups, meter)
+            return
         whole = (unit.start, unit.end) == (0, -1)
         if whole and stream is raw and unit.size <= READ_BLOCK:
             # a small plain file (a group's member, say) at once: 82 -> 56 us per file of 3.2 KB
@@ -300,7 +332,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             records = json_array.read_document(data, source.records_field, unit.path)
             if records is not None:
                 del data
-                yield from json_array.iter_array_batches(unit, source, bad, batch_docs, records, meter)
+                groups = json_array.record_groups(records)
+                yield from json_array.iter_array_batches(unit, source, bad, batch_docs, groups, meter)
                 return
             stream = io.BytesIO(data)  # JSON Lines after all: its lines, from memory
         pos = seek_line_start(stream, unit.start)

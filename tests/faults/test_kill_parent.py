@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import signal
 import time
@@ -89,6 +90,25 @@ def test_torn_journal_line_is_dropped_and_its_unit_redone(tmp_path, recipe, refe
     assert rerun.returncode == 0, rerun.stderr
     assert f"{NUM_UNITS - 1}/{NUM_UNITS} units" in rerun.stdout  # the torn unit was redone, the whole one kept
     assert_complete(out, reference)
+
+
+def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus):
+    """The cuts of a JSON array (json_cuts.py) come from its bytes alone: a killed run's plan is the
+    re-run's, whose finished units are kept and whose dataset is the uninterrupted run's."""
+    from faultkit import snapshot, write_recipe
+    array = tmp_path / "a.json"
+    array.write_text(json.dumps([json.loads(line) for line in corpus.read_text().splitlines()], indent=2))
+    recipe = write_recipe(tmp_path, array, source={"path": str(array), "text_field": "text"})
+    reference = tmp_path / "reference"
+    assert run_prep(recipe, reference, workers=2).returncode == 0
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, workers=2, fault="journal:3").returncode == -signal.SIGKILL
+    assert len(journal_lines(out)) == 3
+    rerun = run_prep(recipe, out, workers=2)
+    assert rerun.returncode == 0, rerun.stderr
+    ran, total = map(int, re.search(r"(\d+)/(\d+) units", rerun.stdout).groups())
+    assert total > 5 and ran == total - 3  # the journaled units were kept
+    assert snapshot(out) == snapshot(reference) and len(snapshot(out)) > 4
 
 
 def test_random_kills_of_the_parent_then_rerun_is_identical(tmp_path, recipe, reference):

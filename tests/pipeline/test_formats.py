@@ -250,6 +250,36 @@ def test_records_field_reads_files_that_are_one_json_object(tmp_path):
         run(tmp_path, {"path": str(tmp_path / "one.json")}, "one")
 
 
+def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(tmp_path):
+    """A plain JSON array, or jq's objects one after another, over unit_bytes is cut between its
+    records (json_cuts.py): the dataset of the same records as JSON Lines, the val split of the array
+    read whole (a .gz is: positions are the records' indexes either way), and the same shards for
+    any worker count."""
+    texts = corpus_texts(1500)
+    records = [{"id": i, "text": t} for i, t in enumerate(texts)]
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "a.json").write_text(json.dumps(records, indent=2))
+    (d / "a.json.gz").write_bytes(gzip.compress((d / "a.json").read_bytes(), 1))
+    (d / "jq.json").write_text("".join(json.dumps(r, indent=2) + "\n" for r in records))
+    (d / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for name in ("a.json", "jq.json"):
+        r = Recipe.from_dict({"name": "t", "source": {"path": str(d / name)}, "tokenizer": {"path": "t"},
+                              "output": {"dir": "o"}, "unit_bytes": 65536})
+        assert len(plan_units(r)) > 3, name
+    one = {"shard_tokens": 10**9}
+    ref = shard_bytes(run(tmp_path, {"path": str(d / "c.jsonl")}, "lines", output=one))
+    for name in ("a.json", "jq.json"):
+        assert shard_bytes(run(tmp_path, {"path": str(d / name)}, name, workers=2, output=one)) == ref, name
+    split = {"shard_tokens": 10**9, "val_fraction": 0.2}
+    cut = run(tmp_path, {"path": str(d / "a.json")}, "cut", workers=2, output=split)
+    whole = run(tmp_path, {"path": str(d / "a.json.gz")}, "whole", output=split)
+    assert shard_bytes(cut) == shard_bytes(whole) and read_manifest(cut).splits["val"].num_docs > 100
+    j1 = run(tmp_path, {"path": str(d / "a.json")}, "j1", output={"val_fraction": 0.2})
+    j2 = run(tmp_path, {"path": str(d / "a.json")}, "j2", workers=2, output={"val_fraction": 0.2})
+    assert shard_bytes(j1) == shard_bytes(j2) and len(shard_bytes(j1)) > 6  # several shards
+
+
 def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path, monkeypatch):
     """readers.group_small_files: the same shards (val split included) as one unit per file; a damaged
     file is left out whole and listed, its neighbours kept; rejects keep each file's line numbers."""

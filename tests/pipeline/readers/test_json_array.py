@@ -29,7 +29,8 @@ def test_an_array_gives_its_records_in_order(tmp_path, layout):
     data = {"bom": b"\xef\xbb\xbf" + body, "leading blank lines": b"\n \n\t" + body}.get(layout, body)
     path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
-    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)  # not cut into byte ranges
+    # a plain file is cut between its records (test_json_cuts.py); a compressed one is read whole
+    assert (len(units) == 1) == (layout == "gzip")
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
@@ -56,13 +57,15 @@ def test_a_damaged_array_and_json_lines_starting_with_an_array_are_read_as_lines
     assert texts == ["kept"] and [r["reason"] for r in bad] == ["missing_field"]
 
 
-def test_a_big_array_is_one_unit_in_the_plan(tmp_path):
+def test_a_big_array_is_cut_between_its_records_in_the_plan(tmp_path):
     path = tmp_path / "big.json"
-    path.write_text(json.dumps(RECORDS * 20))  # ~1.4 MB, over unit_bytes
+    data = json.dumps(RECORDS * 20).encode()  # ~1.4 MB, over unit_bytes
+    path.write_bytes(data)
     recipe = Recipe.from_dict({"name": "t", "source": {"path": str(path)}, "tokenizer": {"path": "t"},
                                "output": {"dir": "o"}, "unit_bytes": 65536})
     units = plan_units(recipe)
-    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1) and units[0].size == path.stat().st_size
+    assert len(units) > 15 and sum(u.size for u in units) == len(data)
+    assert all(data[u.start:u.start + 3] == b', {' for u in units[1:])  # at a comma between two records
 
 
 @pytest.mark.parametrize("layout", ["pretty", "one line", "gzip", "bom", "nested"])
@@ -143,7 +146,7 @@ def test_objects_one_after_another_are_records(tmp_path, layout):
     data = b"\xef\xbb\xbf" + body if layout == "bom" else body
     path.write_bytes(gzip.compress(data) if "gzip" in layout else data)
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
-    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)
+    assert (len(units) == 1) == ("gzip" in layout)  # a plain file is cut between its objects
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
@@ -159,11 +162,13 @@ def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, ta
 
 def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(jsonl_reader, "BIG_DOCUMENT_BYTES", 50_000)
-    big, small, lines = tmp_path / "big.json", tmp_path / "small.json", tmp_path / "lines.jsonl"
-    big.write_text(json.dumps(RECORDS, indent=1))  # ~100 KB: one unit, over the (patched) bound
+    big, small, lines = tmp_path / "big.json.gz", tmp_path / "small.json", tmp_path / "lines.jsonl"
+    big.write_bytes(gzip.compress(json.dumps(RECORDS, indent=1).encode(), 0))  # one unit, over the (patched) bound
     small.write_text(json.dumps(RECORDS[:10], indent=1))
     lines.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))  # cut into ranges: no warning
-    files = [str(big), str(small), str(lines)]
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(RECORDS, indent=1))  # cut between its records: no warning
+    files = [str(big), str(small), str(lines), str(cut)]
     with caplog.at_level("WARNING", logger="prep"):
         jsonl_reader.plan(SourceConfig(path=str(tmp_path)), 0, files, 4096)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(big)]

@@ -1,0 +1,155 @@
+"""A big JSON array (or jq's objects one after another) is cut between its records (json_cuts.py):
+its units read exactly the records, positions and rejects of the file read whole."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import PrepError
+from pipeline.readers import json_cuts
+from pipeline.readers import jsonl as jsonl_reader
+from pipeline.readers.base import BadRecords
+from pipeline.recipe import SourceConfig
+from tests.pipeline.readers import readerkit
+
+WHOLE = 1 << 40  # a unit_bytes no file reaches: the file is one unit, parsed whole
+
+
+def read_all(path, unit_bytes: int, **source):
+    units, texts, positions, bad = readerkit.read_all(jsonl_reader, SourceConfig(path=str(path), **source),
+                                                      [str(path)], unit_bytes)
+    return units, (texts, positions, [(r["row"], r["reason"]) for r in bad])
+
+
+# strings that look like structure: quotes, backslash runs (escaping the quote after them or not),
+# brackets, commas, the jq gap, non-ASCII
+nasty = st.lists(st.sampled_from(['a', ' ', '"', '\\', ',', '{', '}', '[', ']', '\n', '\n}\n{', 'é', '😀', ':',
+                                  '\\"', '\\\\']), max_size=12).map("".join)
+json_value = st.recursive(st.none() | st.booleans() | st.integers(-9, 9) | nasty,
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(nasty, inner, max_size=3),
+                          max_leaves=6)
+record = st.one_of(
+    st.builds(lambda t, m: {"text": t, "meta": m}, nasty, json_value),
+    st.builds(lambda t: {"text": t}, nasty),
+    json_value,  # not a record with text: a reject, at its row, in both readings
+)
+
+
+def layout(records: list, how: str, indent, ascii_only: bool) -> bytes:
+    if how == "array":
+        return json.dumps(records, indent=indent, ensure_ascii=ascii_only).encode()
+    # objects one after another, jq's layout when indented; the first `{` alone on its line marks the file
+    body = "\n".join(json.dumps(r, indent=2 if i == 0 else indent, ensure_ascii=ascii_only)
+                     for i, r in enumerate(records)) + "\n"
+    return body.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(record, min_size=1, max_size=25), st.sampled_from(["array", "objects"]),
+       st.sampled_from([None, 0, 1, 2]), st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64),
+       st.integers(1, 9))
+def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, how, indent, ascii_only, bom,
+                                                   unit_bytes, piece, block):
+    if how == "objects":  # objects only; the first with a key, so that its `{` is alone on its line
+        records = [{"text": "first"}, *(r if isinstance(r, dict) else {"value": r} for r in records)]
+    data = (b"\xef\xbb\xbf" if bom else b"") + layout(records, how, indent, ascii_only)
+    path = tmp_path_factory.mktemp("cuts") / "a.json"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:  # pieces and read blocks of a few bytes: every split there is
+        mp.setattr(json_cuts, "PIECE_BYTES", piece)
+        mp.setattr(json_cuts, "SCAN_BLOCK", block)
+        units, cut = read_all(path, unit_bytes)
+    _, whole = read_all(path, WHOLE)
+    assert cut == whole
+    assert whole[1] == [i for i, r in enumerate(records) if isinstance(r, dict) and isinstance(r.get("text"), str)]
+    # every unit but the first opens at a separator: an array's comma, or right after an object
+    assert sum(u.size for u in units) == len(data)
+    for u in units[1:]:
+        assert (data[u.start:u.start + 1] == b",") if how == "array" else (data[u.start - 1:u.start] == b"}")
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
+def test_backslash_runs_split_between_blocks_still_escape_or_not(block):
+    """`\\\\"` ends a string, `\\"` does not: the run of backslashes before a quote may begin in an
+    earlier block, and blocks of 1-5 bytes split every run there is."""
+    records = [{"text": "\\" * n + '"' + "\\" * m + ", ]}" * (n + 1)} for n in range(6) for m in range(4)]
+    data = json.dumps(records).encode()
+    cuts = json_cuts.JsonCuts(1)
+    for i in range(0, len(data), block):
+        cuts.feed(data[i:i + block])
+    found = cuts.finish()
+    commas = [i for i in range(len(data)) if data[i:i + 3] == b', {']  # record separators: no text has "{ "
+    assert [c for c, _ in found] == commas and [n for _, n in found] == list(range(1, len(records)))
+
+
+@pytest.mark.parametrize("body, why", [
+    ('"just a string"', "first value opens with"),
+    ('[{"text": "a"}, {"text": "b"}] [{"text": "c"}]', "more follows the array's closing bracket"),
+    ('[{"text": "a"}, {"text": "b"}]\n{"text": "c"}', "more follows the array's closing bracket"),
+    ('[{"text": "a"}, {"text": "b"}', "ends inside a string or an open bracket"),
+    ('[{"text": "a"}, {"text": "b}]', "ends inside a string or an open bracket"),
+    ('[{"text": "a"}]], {"text": "b"}]', "closes nothing"),
+    ('{\n"text": "a"}\n[1, 2]\n{"text": "b"}', "a top-level value is not an object"),
+])
+def test_a_file_the_scan_cannot_follow_is_not_cut(tmp_path, body, why):
+    """Such a file stays one unit, read as before: one JSON value, or JSON Lines after all (a file
+    that does not open like a JSON value is JSON Lines, cut at its lines)."""
+    cuts = json_cuts.JsonCuts(1)
+    cuts.feed(body.encode())
+    assert cuts.finish() == [] and why in cuts.why
+    path = tmp_path / "a.json"
+    path.write_text(body)
+    if body[0] in "[{":
+        assert [(u.start, u.end) for u in jsonl_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1)] == [
+            (0, -1)]
+
+
+def test_a_big_array_is_cut_into_units_of_about_unit_bytes(tmp_path):
+    records = [{"text": f"record {i} " + "word " * (i % 13), "id": i} for i in range(3000)]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(records, indent=2))
+    size = path.stat().st_size
+    units, cut = read_all(path, 65536)
+    assert len(units) == pytest.approx(size / 65536, abs=1)
+    assert all(65536 <= u.size < 65536 + 400 for u in units[:-1]) and units[-1].end == -1
+    assert all(u.payload for u in units)  # the kind, the records before it and its pieces: not its identity
+    assert cut == read_all(path, WHOLE)[1]
+    assert cut[1] == list(range(3000))
+
+
+def test_a_compressed_array_is_one_unit(tmp_path):
+    import gzip
+    path = tmp_path / "a.json.gz"
+    path.write_bytes(gzip.compress(json.dumps([{"text": str(i)} for i in range(5000)]).encode()))
+    units, (texts, _, _) = read_all(path, 4096)
+    assert [(u.start, u.end) for u in units] == [(0, -1)] and texts == [str(i) for i in range(5000)]
+
+
+@pytest.mark.parametrize("how", ["array", "objects"])
+def test_a_damaged_piece_fails_its_unit_naming_the_bytes(tmp_path, how):
+    """The scan follows only strings and brackets: a bad token inside a record leaves the cuts where
+    they were, and the unit holding it fails, naming the file and its bytes. The other units read."""
+    records = [{"text": f"record {i}", "ok": True} for i in range(2000)]
+    data = re.sub(rb'("record 1500",\s*"ok": )true', rb"\1tru", layout(records, how, 2, True))
+    assert data.count(b"tru\n") == 1
+    path = tmp_path / "a.json"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path))
+    units = jsonl_reader.plan(source, 0, [str(path)], 8192)
+    assert len(units) > 5
+    failed, texts = [], []
+    for u in units:
+        try:
+            texts += [t for b in jsonl_reader.iter_batches(u, source, BadRecords(u, "skip"), 64) for t in b.texts]
+        except PrepError as e:
+            failed.append((u, str(e)))
+    assert len(failed) == 1
+    unit, message = failed[0]
+    assert unit.start < data.index(b"tru\n") < (unit.end if unit.end >= 0 else len(data))
+    assert message.startswith(f"{path}: bytes ") and "damaged" in message
+    assert "record 1500" not in texts and "record 0" in texts and "record 1999" in texts
