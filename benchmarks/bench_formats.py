@@ -63,6 +63,10 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
     (d / "c.jsonl").write_bytes(jsonl)
     (d / "c.jsonl.gz").write_bytes(gzip.compress(jsonl, 6))
     (d / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress(jsonl))
+    records = [{"id": i, "text": t} for i, t in enumerate(texts)]
+    (d / "array.json").write_text(json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")
+    (d / "jq.json").write_text("".join(json.dumps(r, indent=2, ensure_ascii=False) + "\n" for r in records),
+                               encoding="utf-8")
     for name, delim in (("c.csv", ","), ("c.tsv", "\t")):
         with open(d / name, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, delimiter=delim)
@@ -90,6 +94,8 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
         "jsonl": ({"path": str(d / "c.jsonl")}, [d / "c.jsonl"]),
         "jsonl.gz": ({"path": str(d / "c.jsonl.gz")}, [d / "c.jsonl.gz"]),
         "jsonl.zst": ({"path": str(d / "c.jsonl.zst")}, [d / "c.jsonl.zst"]),
+        "json array (indent 2)": ({"path": str(d / "array.json")}, [d / "array.json"]),
+        "json objects, jq layout": ({"path": str(d / "jq.json")}, [d / "jq.json"]),
         "csv": ({"path": str(d / "c.csv")}, [d / "c.csv"]),
         "csv.zst": ({"path": str(d / "c.csv.zst")}, [d / "c.csv.zst"]),
         "tsv": ({"path": str(d / "c.tsv")}, [d / "c.tsv"]),
@@ -220,7 +226,8 @@ def write_report(rows, args, texts) -> None:
         "",
         "Notes:",
         f"- work units at unit_bytes {UNIT_BYTES >> 20} MiB: plain JSONL/CSV/TSV/separated text are cut into byte "
-        "ranges (CSV only at newlines proven outside quotes by one parent scan); .gz/.zst into ranges of their "
+        "ranges (CSV only at newlines proven outside quotes by one parent scan; a JSON array or jq's objects "
+        "between records, found by one parent scan of strings and brackets); .gz/.zst into ranges of their "
         "decompressed bytes, which a parent thread decompresses once into per-unit windows (pipeline/spool.py; "
         "for CSV it moves each range to a proven record start); Parquet by row groups; text files grouped; a "
         "saved HF dataset by row ranges; a streamed HF dataset by its own shards (one per data file).",

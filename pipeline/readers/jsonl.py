@@ -4,8 +4,9 @@ Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every li
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
 be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
 once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead,
-or one JSON object holding the records in a list (`source.records_field`) is read whole, as one unit
-(json_array.py). A UTF-8 BOM at a file's start is cut.
+or pretty-printed objects one after another, is cut between its records (json_cuts.py); one JSON
+object holding the records in a list (`source.records_field`), or such a file compressed, is read
+whole, as one unit (json_array.py). A UTF-8 BOM at a file's start is cut.
 """
 
 from __future__ import annotations
