@@ -12,13 +12,18 @@ with the same documents as one JSONL file:
   text-dir      --text-files files of one document each, as a directory (`format: text`)
   json-dir      --text-files .json files of one record each, as a directory (scraped corpora often
                 store a document so)
+  array         one file that is a JSON array of the records, indented (`json.dump(records, f, indent=2)`)
   jq            one file of pretty-printed objects one after another (`jq . data.jsonl`)
   records-field one file that is one object, the records under "data" (`source.records_field`)
+
+An array and jq's layout are cut between their records (pipeline/readers/json_cuts.py); the
+records-field object is read whole by one worker, which the peak RSS column shows.
 
 Correctness first: val_fraction 0, so every layout's shards must be byte-identical to its one-file
 pair's (the documents in the same order); the benchmark stops otherwise. Then each pair runs
 interleaved as fresh `prep tokenize` processes, best of --repeat; the ratio is the one-file time
-over the layout's (1.0: no cost for the layout).
+over the layout's (1.0: no cost for the layout). Peak RSS: the largest sum over the run's process tree
+(parent, forkserver, workers), sampled every 50 ms, of the timed runs.
 """
 
 from __future__ import annotations
@@ -96,6 +101,9 @@ def build(d: Path, texts_for_jsonl: list[str], texts_for_text: list[str], texts_
     records = [{"text": t} for t in texts_for_json]
     one = d / "json.one.jsonl"
     one.write_bytes(b"".join(jsonl_lines(texts_for_json)))
+    array = d / "array.json"
+    array.write_text(json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")
+    layouts["array"] = ({"path": str(array)}, {"path": str(one)}, len(records), array.stat().st_size, 1)
     jq = d / "jq.json"
     jq.write_text("".join(json.dumps(r, indent=2, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     layouts["jq"] = ({"path": str(jq)}, {"path": str(one)}, len(records), jq.stat().st_size, 1)
@@ -106,23 +114,54 @@ def build(d: Path, texts_for_jsonl: list[str], texts_for_text: list[str], texts_
     return layouts
 
 
-def run_prep(source: dict, tokenizer: str, workers: int, out: Path, env: dict) -> tuple[float, str]:
+def run_prep(source: dict, tokenizer: str, workers: int, out: Path, env: dict) -> tuple[float, str, int]:
+    """(wall seconds, sha256 of the shards, peak RSS of the process tree in bytes)."""
     recipe = out.with_suffix(".yaml")
     recipe.write_text(json.dumps({"name": "bench", "source": source, "tokenizer": {"path": tokenizer},
                                   "output": {"dir": str(out), "val_fraction": 0.0}, "num_workers": workers}))
     exe = shutil.which("prep")
     cmd = [exe] if exe else [sys.executable, "-m", "pipeline.cli"]
     t0 = time.perf_counter()
-    proc = subprocess.run([*cmd, "tokenize", "--recipe", str(recipe), "--no-progress", "--overwrite"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.Popen([*cmd, "tokenize", "--recipe", str(recipe), "--no-progress", "--overwrite"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak = tree_peak_rss(proc)
+    stdout, stderr = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"prep failed on {source}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"prep failed on {source}:\n{stdout[-2000:]}\n{stderr[-2000:]}")
     digest = hashlib.sha256()
     for f in sorted(out.rglob("*")):
         if f.suffix in (".bin", ".idx"):
             digest.update(f.relative_to(out).as_posix().encode() + f.read_bytes())
-    return wall, digest.hexdigest()
+    return wall, digest.hexdigest(), peak[0]
+
+
+def tree_peak_rss(proc: subprocess.Popen) -> list[int]:
+    """[peak bytes], filled by a thread sampling the RSS of `proc` and its descendants every 50 ms."""
+    import threading
+
+    import psutil
+    peak = [0]
+
+    def sample() -> None:
+        try:
+            root = psutil.Process(proc.pid)
+        except psutil.Error:
+            return
+        while proc.poll() is None:
+            total = 0
+            try:
+                for p in [root, *root.children(recursive=True)]:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                pass
+            peak[0] = max(peak[0], total)
+            time.sleep(0.05)
+    threading.Thread(target=sample, daemon=True).start()
+    return peak
 
 
 def main() -> None:
@@ -154,19 +193,22 @@ def main() -> None:
         rows = []
         for name, (source, one_file, docs, nbytes, files) in layouts.items():
             walls = {"layout": [], "one": []}
+            rss = {"layout": 0, "one": 0}
             digests = {}
             for r in range(args.repeat + 1):  # round 0 untimed: fills the proof and page caches
                 for which in (("layout", "one") if r % 2 else ("one", "layout")):
-                    wall, digest = run_prep(source if which == "layout" else one_file, args.tokenizer,
-                                            args.workers, tmp / f"out_{name}_{which}", env)
+                    wall, digest, peak = run_prep(source if which == "layout" else one_file, args.tokenizer,
+                                                  args.workers, tmp / f"out_{name}_{which}", env)
                     digests[which] = digest
                     if r:
                         walls[which].append(wall)
+                        rss[which] = max(rss[which], peak)
             if digests["layout"] != digests["one"]:
                 raise SystemExit(f"{name}: the shards differ from the one-file run's")
             best = {k: min(v) for k, v in walls.items()}
-            rows.append((name, files, docs, nbytes, best["layout"], best["one"]))
-            print(f"{name}: {best['layout']:.2f} s vs one file {best['one']:.2f} s (same shards)", flush=True)
+            rows.append((name, files, docs, nbytes, best["layout"], best["one"], rss["layout"], rss["one"]))
+            print(f"{name}: {best['layout']:.2f} s vs one file {best['one']:.2f} s (same shards); peak RSS "
+                  f"{rss['layout'] >> 20} vs {rss['one'] >> 20} MiB", flush=True)
         machine = f"cpu{os.cpu_count()}"
         lines = [f"# Many small files and whole-file JSON, {machine}, {time.strftime('%Y-%m-%d')}", "",
                  f"`python benchmarks/bench_many_files.py --jsonl-files {args.jsonl_files} --text-files "
@@ -175,10 +217,11 @@ def main() -> None:
                  f"`{Path(args.corpus).name}`, tokenizer `{args.tokenizer}`, {args.workers} workers. Each layout's "
                  "shards are byte-identical to those of the same documents in one JSONL file (val_fraction 0); "
                  f"times are the best of {args.repeat} fresh `prep tokenize` runs, interleaved with the one-file runs.",
-                 "", "| layout | files | documents | MB on disk | s | one JSONL file, s | one file / layout |",
-                 "|---|---:|---:|---:|---:|---:|---:|"]
-        lines += [f"| {n} | {f:,} | {d:,} | {b / 1e6:.1f} | {s:.2f} | {o:.2f} | {o / s:.2f} |"
-                  for n, f, d, b, s, o in rows]
+                 "", "| layout | files | documents | MB on disk | s | one JSONL file, s | one file / layout "
+                 "| peak RSS, MiB | one JSONL file, MiB |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {n} | {f:,} | {d:,} | {b / 1e6:.1f} | {s:.2f} | {o:.2f} | {o / s:.2f} | {ra >> 20} | {ro >> 20} |"
+                  for n, f, d, b, s, o, ra, ro in rows]
         report = args.report or str(ROOT / "benchmarks" / "results" / f"many_files_{machine}_{time.strftime('%Y%m')}.md")
         old = Path(report).read_text() if Path(report).exists() else ""
         notes = old[old.index("\n## Notes"):] if "\n## Notes" in old else ""  # kept across re-runs
