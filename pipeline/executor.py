@@ -28,7 +28,7 @@ import pickle
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -100,6 +100,26 @@ def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
                         "or pass --overwrite to replace its contents")
 
 
+@contextmanager
+def _planning_status(show: bool, console) -> Iterator[None]:
+    """A status line while the plan runs: its whole-file scans (a big CSV's quote parity, a JSON
+    array's structure) take seconds per GB before any worker starts. Drawn on a terminal only."""
+    if not show:
+        yield
+        return
+    from rich.console import Console
+
+    from pipeline.readers.base import scan_progress
+    console = console or Console(stderr=True)
+    with console.status("planning work units") as status:
+        def scanned(path: str, done: int, size: int) -> None:
+            unit, scale = ("GB", 1e9) if size >= 1e9 else ("MB", 1e6)
+            status.update(f"planning work units: scanning {Path(path).name} for record boundaries, "
+                          f"{done / scale:.1f} of {size / scale:.1f} {unit}")
+        with scan_progress(scanned):
+            yield
+
+
 def _wipe(out: Path, state: RunState) -> None:
     (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: the dataset stops being "complete"
     state.discard([child for child in out.iterdir() if child.name != ".prep"])  # deleted while units run
@@ -120,7 +140,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         warm_forkserver(recipe)
     spec = load_tokenizer(recipe.tokenizer)
     trace.event("tokenizer_loaded", backend=spec.backend)
-    units = plan_units(recipe, num_workers)
+    with _planning_status(show_progress, console):
+        units = plan_units(recipe, num_workers)
     trace.event("units_planned", units=len(units))
     if not units:
         raise PrepError("source.path: matched no input")

@@ -164,6 +164,36 @@ def planning():
         _planned.clear()
 
 
+# listeners (path, bytes scanned, file size) of the plan's scans of whole files (CSV's quote parity,
+# a JSON array's structure: ~1 GB/s, so seconds for big files before any worker starts), told every
+# SCAN_REPORT_BYTES; the executor shows them on a status line
+_scan_listeners: list = []
+SCAN_REPORT_BYTES = 64 << 20
+
+
+@contextmanager
+def scan_progress(listener):
+    """Within: `listener(path, done, size)` as plan-time scans read their files (scan_blocks)."""
+    _scan_listeners.append(listener)
+    try:
+        yield
+    finally:
+        _scan_listeners.remove(listener)
+
+
+def scan_blocks(f, block_bytes: int, path: str, size: int) -> Iterator[bytes]:
+    """The blocks of `f` read in order, for a plan-time scan; its progress goes to scan_progress
+    listeners every SCAN_REPORT_BYTES."""
+    done = reported = 0
+    while block := f.read(block_bytes):
+        yield block
+        done += len(block)
+        if done - reported >= SCAN_REPORT_BYTES:
+            reported = done
+            for listener in _scan_listeners:
+                listener(path, done, size)
+
+
 def planning_sizes() -> dict[str, int] | None:
     """The size cache while `planning()`, for the file listing to fill (recipe.expand_files)."""
     return _sizes

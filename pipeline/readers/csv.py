@@ -51,6 +51,7 @@ from pipeline.readers.base import (
     open_raw,
     open_unit,
     ranged_input_bytes,
+    scan_blocks,
 )
 from pipeline.recipe import SourceConfig
 
@@ -68,15 +69,18 @@ def delimiter_of(source: SourceConfig) -> str:
 
 # -- parent: proven record boundaries --------------------------------------------------------------
 
-def record_cuts(f, unit_bytes: int, delimiter: str) -> list[int]:
+def record_cuts(f, unit_bytes: int, delimiter: str, path: str = "", size: int = 0) -> list[int]:
     """Offsets right after a newline outside quotes, about `unit_bytes` apart (see the module doc).
 
-    Scans the whole stream once; stops cutting at the first quote that is not well formed.
+    Scans the whole stream once; stops cutting at the first quote that is not well formed. `path`
+    and `size` name it to the plan's progress display (base.scan_progress).
     """
     scan = CutScanner(unit_bytes, delimiter)
     cuts: list[int] = []
-    while not scan.stopped and (block := f.read(SCAN_BLOCK)):
+    for block in scan_blocks(f, SCAN_BLOCK, path, size):
         cuts += scan.feed(block)
+        if scan.stopped:
+            break
     return cuts
 
 
@@ -158,7 +162,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         cuts: list[int] = []
         if size > unit_bytes:
             with open_raw(path, source.storage_options) as f:
-                cuts = [c for c in record_cuts(f, unit_bytes, delimiter) if c < size]
+                cuts = [c for c in record_cuts(f, unit_bytes, delimiter, path, size) if c < size]
         bounds = [0, *cuts, size]
         if not cuts:
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))

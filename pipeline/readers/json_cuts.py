@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.readers.base import BOM
+from pipeline.readers.base import BOM, scan_blocks
 
 __all__ = ["JsonCuts", "scan_cuts", "unit_bounds", "SCAN_BLOCK", "PIECE_BYTES"]
 
@@ -203,10 +203,11 @@ class JsonCuts:
         self.records += n
 
 
-def scan_cuts(f, unit_bytes: int) -> tuple[list[tuple[int, int]], str, str]:
-    """(cuts, kind, why none) of a file open for reading from its start (JsonCuts)."""
+def scan_cuts(f, unit_bytes: int, path: str = "", size: int = 0) -> tuple[list[tuple[int, int]], str, str]:
+    """(cuts, kind, why none) of a file open for reading from its start (JsonCuts); `path` and
+    `size` name it to the plan's progress display (base.scan_progress)."""
     cuts = JsonCuts(unit_bytes)
-    while block := f.read(SCAN_BLOCK):
+    for block in scan_blocks(f, SCAN_BLOCK, path, size):
         cuts.feed(block)
         if cuts.why:
             break

@@ -121,7 +121,7 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
         return [whole]
     try:
         with open_raw(path, storage_options) as f:
-            cuts, kind, why = json_cuts.scan_cuts(f, min(unit_bytes, json_cuts.PIECE_BYTES))
+            cuts, kind, why = json_cuts.scan_cuts(f, min(unit_bytes, json_cuts.PIECE_BYTES), path, size)
     except OSError:  # unreadable now: one unit, whose worker says why (a failed unit under skip)
         return [whole]
     units = json_cuts.unit_bounds(cuts, size, unit_bytes)

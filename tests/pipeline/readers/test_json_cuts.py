@@ -153,3 +153,42 @@ def test_a_damaged_piece_fails_its_unit_naming_the_bytes(tmp_path, how):
     assert unit.start < data.index(b"tru\n") < (unit.end if unit.end >= 0 else len(data))
     assert message.startswith(f"{path}: bytes ") and "damaged" in message
     assert "record 1500" not in texts and "record 0" in texts and "record 1999" in texts
+
+
+def test_plan_time_scans_report_their_progress_to_the_planning_status(tmp_path, monkeypatch):
+    """A big JSON array's or CSV's plan scans the whole file (~1 GB/s) before any worker starts: the
+    status line `prep tokenize` draws while planning says which file and how far."""
+    import contextlib
+
+    from pipeline import executor
+    from pipeline.readers import base
+    from pipeline.readers import csv as csv_reader
+    monkeypatch.setattr(base, "SCAN_REPORT_BYTES", 64 << 10)
+    monkeypatch.setattr(json_cuts, "SCAN_BLOCK", 16 << 10)
+    monkeypatch.setattr(csv_reader, "SCAN_BLOCK", 16 << 10)
+    records = [{"text": f"record {i} " + "word " * (i % 13)} for i in range(20000)]
+    array, table = tmp_path / "a.json", tmp_path / "t.csv"
+    array.write_text(json.dumps(records))
+    table.write_text("text\n" + "".join(f'"{r["text"]}, quoted"\n' for r in records))
+    shown = []
+
+    class Status:
+        def update(self, text):
+            shown.append(text)
+
+    class Console:
+        @contextlib.contextmanager
+        def status(self, text):
+            shown.append(text)
+            yield Status()
+
+    with executor._planning_status(True, Console()):
+        jsonl_reader.plan(SourceConfig(path=str(array)), 0, [str(array)], 1 << 20)
+        csv_reader.plan(SourceConfig(path=str(table)), 0, [str(table)], 1 << 20)
+    assert shown[0] == "planning work units"
+    for path in (array, table):
+        lines = [t for t in shown if f"scanning {path.name} " in t]
+        size = path.stat().st_size
+        assert len(lines) >= size // (64 << 10) - 1 and lines[-1].endswith(f"of {size / 1e6:.1f} MB")
+    with executor._planning_status(False, None):  # no display: no listener left behind either
+        assert base._scan_listeners == []
