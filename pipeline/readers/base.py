@@ -21,6 +21,7 @@ import gzip
 import io
 import json
 import os
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -181,17 +182,35 @@ def scan_progress(listener):
         _scan_listeners.remove(listener)
 
 
-def scan_blocks(f, block_bytes: int, path: str, size: int) -> Iterator[bytes]:
-    """The blocks of `f` read in order, for a plan-time scan; its progress goes to scan_progress
+class ScanMeter:
+    """Bytes a plan-time scan has read of one file (its threads share one), told to the scan_progress
     listeners every SCAN_REPORT_BYTES."""
-    done = reported = 0
-    while block := f.read(block_bytes):
-        yield block
-        done += len(block)
-        if done - reported >= SCAN_REPORT_BYTES:
-            reported = done
+
+    def __init__(self, path: str, size: int):
+        self.path, self.size = path, size
+        self.done = self.reported = 0
+        self.lock = threading.Lock()
+
+    def add(self, nbytes: int) -> None:
+        with self.lock:
+            self.done += nbytes
+            if self.done - self.reported < SCAN_REPORT_BYTES:
+                return
+            self.reported = self.done
             for listener in _scan_listeners:
-                listener(path, done, size)
+                listener(self.path, self.done, self.size)
+
+
+def scan_blocks(f, block_bytes: int, meter: ScanMeter, limit: int = -1) -> Iterator[bytes]:
+    """The blocks of `f` from where it is, read in order for a plan-time scan (`limit` bytes at
+    most; -1: to the end), counted on `meter`."""
+    while limit:
+        block = f.read(block_bytes if limit < 0 else min(block_bytes, limit))
+        if not block:
+            return
+        limit -= len(block) if limit > 0 else 0
+        yield block
+        meter.add(len(block))
 
 
 def planning_sizes() -> dict[str, int] | None:

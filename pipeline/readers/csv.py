@@ -42,6 +42,7 @@ from pipeline.readers.base import (
     BadRecords,
     ByteProgress,
     DocBatch,
+    ScanMeter,
     WorkUnit,
     compressed_ranges,
     compression_of,
@@ -77,7 +78,7 @@ def record_cuts(f, unit_bytes: int, delimiter: str, path: str = "", size: int = 
     """
     scan = CutScanner(unit_bytes, delimiter)
     cuts: list[int] = []
-    for block in scan_blocks(f, SCAN_BLOCK, path, size):
+    for block in scan_blocks(f, SCAN_BLOCK, ScanMeter(path, size)):
         cuts += scan.feed(block)
         if scan.stopped:
             break

@@ -120,8 +120,8 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
         _warn_big_document(whole, "a compressed file is read in one stream")
         return [whole]
     try:
-        with open_raw(path, storage_options) as f:
-            cuts, kind, why = json_cuts.scan_cuts(f, min(unit_bytes, json_cuts.PIECE_BYTES), path, size)
+        cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size,
+                                              min(unit_bytes, json_cuts.PIECE_BYTES), path)
     except OSError:  # unreadable now: one unit, whose worker says why (a failed unit under skip)
         return [whole]
     units = json_cuts.unit_bounds(cuts, size, unit_bytes)

@@ -3,6 +3,7 @@ its units read exactly the records, positions and rejects of the file read whole
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -49,21 +50,37 @@ def layout(records: list, how: str, indent, ascii_only: bool) -> bytes:
     return body.encode()
 
 
+def cuts_of(data: bytes, unit_bytes: int = 1, block: int = 7, segment: int = 50, threads: int = 1):
+    """scan_cuts over bytes in memory, read `block` bytes at a time, in segments of ~`segment` bytes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(json_cuts, "SCAN_BLOCK", block)
+        mp.setattr(json_cuts, "SEGMENT_BYTES", segment)
+        mp.setattr(json_cuts, "NEWLINE_SEARCH", 16)
+        return json_cuts.scan_cuts(lambda: io.BytesIO(data), len(data), unit_bytes, threads=threads)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(record, min_size=1, max_size=25), st.sampled_from(["array", "objects"]),
        st.sampled_from([None, 0, 1, 2]), st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64),
-       st.integers(1, 9))
+       st.integers(1, 9), st.integers(1, 300))
 def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, how, indent, ascii_only, bom,
-                                                   unit_bytes, piece, block):
+                                                   unit_bytes, piece, block, segment):
     if how == "objects":  # objects only; the first with a key, so that its `{` is alone on its line
         records = [{"text": "first"}, *(r if isinstance(r, dict) else {"value": r} for r in records)]
     data = (b"\xef\xbb\xbf" if bom else b"") + layout(records, how, indent, ascii_only)
     path = tmp_path_factory.mktemp("cuts") / "a.json"
     path.write_bytes(data)
-    with pytest.MonkeyPatch.context() as mp:  # pieces and read blocks of a few bytes: every split there is
+    with pytest.MonkeyPatch.context() as mp:  # pieces, read blocks, segments of a few bytes: every split
         mp.setattr(json_cuts, "PIECE_BYTES", piece)
         mp.setattr(json_cuts, "SCAN_BLOCK", block)
+        mp.setattr(json_cuts, "SEGMENT_BYTES", segment)
+        mp.setattr(json_cuts, "NEWLINE_SEARCH", 16)
         units, cut = read_all(path, unit_bytes)
+        # the cuts depend on the bytes only: one thread or several, the same; a valid file is always
+        # followed (else it would be read whole, and a wrong scan could hide behind that)
+        cuts, kind, why = cuts_of(data, piece, block, segment, threads=1)
+        assert (kind, why) == (how, "") and cuts == cuts_of(data, piece, block, segment, threads=3)[0]
+        assert [n for _, n in cuts] == sorted(set(n for _, n in cuts)) and all(0 < n < len(records) for _, n in cuts)
     _, whole = read_all(path, WHOLE)
     assert cut == whole
     assert whole[1] == [i for i, r in enumerate(records) if isinstance(r, dict) and isinstance(r.get("text"), str)]
@@ -71,6 +88,7 @@ def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, ho
     assert sum(u.size for u in units) == len(data)
     for u in units[1:]:
         assert (data[u.start:u.start + 1] == b",") if how == "array" else (data[u.start - 1:u.start] == b"}")
+        assert data[u.start:u.end if u.end >= 0 else len(data)].strip(b" \t\r\n,]")  # each holds a record
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
@@ -79,10 +97,8 @@ def test_backslash_runs_split_between_blocks_still_escape_or_not(block):
     earlier block, and blocks of 1-5 bytes split every run there is."""
     records = [{"text": "\\" * n + '"' + "\\" * m + ", ]}" * (n + 1)} for n in range(6) for m in range(4)]
     data = json.dumps(records).encode()
-    cuts = json_cuts.JsonCuts(1)
-    for i in range(0, len(data), block):
-        cuts.feed(data[i:i + block])
-    found = cuts.finish()
+    found, kind, why = cuts_of(data, block=block, segment=1 << 20)
+    assert kind == "array" and not why
     commas = [i for i in range(len(data)) if data[i:i + 3] == b', {']  # record separators: no text has "{ "
     assert [c for c, _ in found] == commas and [n for _, n in found] == list(range(1, len(records)))
 
@@ -94,17 +110,21 @@ def test_backslash_runs_split_between_blocks_still_escape_or_not(block):
     ('[{"text": "a"}, {"text": "b"}', "ends inside a string or an open bracket"),
     ('[{"text": "a"}, {"text": "b}]', "ends inside a string or an open bracket"),
     ('[{"text": "a"}]], {"text": "b"}]', "closes nothing"),
-    ('{\n"text": "a"}\n[1, 2]\n{"text": "b"}', "a top-level value is not an object"),
+    ('[{"text": "a"}, {"text": "b"}]\n\n\n, 5', "more follows the array's closing bracket"),
+    ('[{"text": "a"},\n{"text": "b"}]\n[\n]', "more follows the array's closing bracket"),
+    # a segment's scan begins after a line break: one there inside a string (invalid JSON) is seen
+    # when a segment begins there (else the unit holding it fails to parse, as the whole file would)
+    ('[{"text": "a\nb"},\n{"text": "b"}]', "a string runs across a line break"),
+    ('{\n"text": "a"}\n}\n{"text": "b"}', "closes nothing"),
 ])
 def test_a_file_the_scan_cannot_follow_is_not_cut(tmp_path, body, why):
     """Such a file stays one unit, read as before: one JSON value, or JSON Lines after all (a file
     that does not open like a JSON value is JSON Lines, cut at its lines)."""
-    cuts = json_cuts.JsonCuts(1)
-    cuts.feed(body.encode())
-    assert cuts.finish() == [] and why in cuts.why
+    for segment in (3,) if "line break" in why else (3, 1 << 20):  # segments after each line break, or one
+        assert cuts_of(body.encode(), segment=segment)[0] == [] and why in cuts_of(body.encode(), segment=segment)[2]
     path = tmp_path / "a.json"
     path.write_text(body)
-    if body[0] in "[{":
+    if body[0] in "[{" and "line break" not in why:
         assert [(u.start, u.end) for u in jsonl_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1)] == [
             (0, -1)]
 
