@@ -63,8 +63,9 @@ class Segment:
     "objects"), `start` being the file's start or right after a newline; depths are relative to
     the depth at `start`."""
 
-    def __init__(self, kind: str, start: int):
+    def __init__(self, kind: str, start: int, piece: int):
         self.kind = kind
+        self.piece = piece       # cuts are wanted at the first separator at or after each multiple of it
         self.offset = start      # file offset of the next block
         self.in_string = False   # inside a string at the next block's start
         self.depth = 0           # relative depth at the next block's start
@@ -73,8 +74,14 @@ class Segment:
         self.lowest_at = -1      # where it was first reached (file offset)
         self.events = 0          # brackets seen
         self.after_lowest = 0    # brackets after lowest_at
-        self.sep_depth: int | None = None  # the depth of the separator candidates kept: the lowest seen
-        self.seps: list[np.ndarray] = []   # their file offsets (after an object's brace: where it ends)
+        # separator candidates (an array's commas; where an object ends, after its brace) at the lowest
+        # depth seen, where the separators are: not all of them (10 GB of 100-byte records would be
+        # 800 MB of offsets), but their count, the first, the last, and the first at or after each
+        # multiple of `piece` past the first, with its index among them
+        self.sep_depth: int | None = None
+        self.count = 0
+        self.first = self.last = -1
+        self.firsts: list[np.ndarray] = []  # [offsets, indexes] pairs, per block
         # scratch for the per-byte passes: a fresh temporary per pass costs its page faults again
         # each time (a fold and a compare of 1 MiB blocks: 0.55 s per 485 MB, into these: 0.05 s)
         self._mask = self._hit = np.empty(0, bool)
@@ -126,9 +133,20 @@ class Segment:
             return
         low = int(depths.min())
         if self.sep_depth is None or low < self.sep_depth:
-            self.sep_depth, self.seps = low, []
-        if low == self.sep_depth:
-            self.seps.append(base + candidates[depths == low])
+            self.sep_depth, self.count, self.first, self.firsts = low, 0, -1, []
+        if low != self.sep_depth:
+            return
+        at = base + candidates[depths == low]
+        if self.first < 0:
+            self.first = self.last = int(at[0])
+        # the multiples in (the last candidate before, this block's last] are served here (those up
+        # to the segment's first candidate, by the merge)
+        multiples = np.arange(self.last // self.piece + 1, int(at[-1]) // self.piece + 1) * self.piece
+        if multiples.size:
+            i = np.unique(np.searchsorted(at, multiples))
+            self.firsts.append(np.stack([at[i], self.count + i]))
+        self.count += int(at.size)
+        self.last = int(at[-1])
 
     def _structural(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Offsets in `a` of its quotes, brackets and (in an array) commas, and their bytes: one
@@ -210,7 +228,7 @@ def scan_cuts(opener, size: int, unit_bytes: int, path: str = "",
 
     def scan(bound: tuple[int, int]) -> Segment:
         start, end = bound
-        segment = Segment(kind, start)
+        segment = Segment(kind, start, unit_bytes)
         with opener() as g:
             g.seek(start)
             for block in scan_blocks(g, SCAN_BLOCK, meter, end - start):
@@ -224,7 +242,7 @@ def scan_cuts(opener, size: int, unit_bytes: int, path: str = "",
             segments = list(pool.map(scan, bounds))
     else:
         segments = [scan(b) for b in bounds]
-    seps, why = _merge(kind, segments)
+    cuts, last, why = _merge(kind, segments, unit_bytes)
     if why:
         return [], kind, why
     if kind == "array":
@@ -232,45 +250,41 @@ def scan_cuts(opener, size: int, unit_bytes: int, path: str = "",
             f.seek(max(0, size - 4096))
             if f.read().rstrip(_WHITESPACE)[-1:] != b"]":
                 return [], kind, "more follows the array's closing bracket"
-    else:
-        seps = seps[:-1]  # the last object's end: a cut there would leave whitespace alone
-    return _choose(seps, unit_bytes), kind, ""
+    elif cuts and cuts[-1][0] == last:
+        cuts.pop()  # the last object's end: a cut there would leave whitespace alone
+    return cuts, kind, ""
 
 
-def _merge(kind: str, segments: list[Segment]) -> tuple[np.ndarray, str]:
-    """The file's separators (sorted file offsets), or why it cannot be cut."""
+def _merge(kind: str, segments: list[Segment], piece: int) -> tuple[list[tuple[int, int]], int, str]:
+    """(the cuts: the first separator at or after each multiple of `piece`, with the records before
+    it; the last separator; why none), from the segments in file order."""
     top = 1 if kind == "array" else 0  # the separators' depth
-    depth, seps, closed = 0, [], False
+    depth, closed, cuts, before, last = 0, False, [], 0, 0
     for segment in segments:
         if closed and segment.events:
-            return np.empty(0, np.int64), "more follows the array's closing bracket"
+            return [], 0, "more follows the array's closing bracket"
         low = depth + segment.lowest if segment.lowest is not None else top
         if low < 0:
-            return np.empty(0, np.int64), f"a closing bracket at byte {segment.lowest_at} closes nothing"
+            return [], 0, f"a closing bracket at byte {segment.lowest_at} closes nothing"
         if kind == "array" and low == 0:  # the array closes in this segment
             if segment.after_lowest:
-                return np.empty(0, np.int64), f"more follows the array's closing bracket (byte {segment.lowest_at})"
+                return [], 0, f"more follows the array's closing bracket (byte {segment.lowest_at})"
             closed = True
-        if segment.sep_depth is not None and depth + segment.sep_depth == top:
-            seps += segment.seps
+        if segment.sep_depth is not None and depth + segment.sep_depth == top:  # its candidates separate
+            if segment.first // piece > last // piece:  # multiples since the last separator: its first
+                cuts.append((segment.first, before + 1))
+            for offsets, indexes in segment.firsts:
+                cuts += zip(offsets.tolist(), (indexes + before + 1).tolist())
+            before += segment.count
+            last = segment.last
         depth += segment.depth
         if segment.in_string and segment is not segments[-1]:
-            return np.empty(0, np.int64), f"a string runs across a line break (before byte {segment.offset})"
+            return [], 0, f"a string runs across a line break (before byte {segment.offset})"
     if depth or segments[-1].in_string:
-        return np.empty(0, np.int64), "the file ends inside a string or an open bracket"
+        return [], 0, "the file ends inside a string or an open bracket"
     if kind == "array" and not closed:
-        return np.empty(0, np.int64), "the array is not closed"
-    return (np.concatenate(seps) if seps else np.empty(0, np.int64)), ""
-
-
-def _choose(seps: np.ndarray, unit_bytes: int) -> list[tuple[int, int]]:
-    """Cuts at the first separator at or after each target, the next target `unit_bytes` past the
-    last cut; a cut's count is the records before it (every separator ends one)."""
-    cuts, target = [], unit_bytes
-    while (i := int(np.searchsorted(seps, target))) < seps.size:
-        cuts.append((int(seps[i]), i + 1))
-        target = int(seps[i]) + unit_bytes
-    return cuts
+        return [], 0, "the array is not closed"
+    return cuts, last, ""
 
 
 def unit_bounds(cuts: list[tuple[int, int]], size: int, unit_bytes: int
@@ -280,7 +294,7 @@ def unit_bounds(cuts: list[tuple[int, int]], size: int, unit_bytes: int
     units: list[tuple[int, int, int, list[int]]] = []
     start, first, inner = 0, 0, []
     for offset, records in cuts:
-        if offset - start >= unit_bytes:
+        if offset >= (start // unit_bytes + 1) * unit_bytes:  # a unit ends at the first cut past a multiple
             units.append((start, offset, first, inner))
             start, first, inner = offset, records, []
         else:

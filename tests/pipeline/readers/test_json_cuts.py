@@ -59,6 +59,33 @@ def cuts_of(data: bytes, unit_bytes: int = 1, block: int = 7, segment: int = 50,
         return json_cuts.scan_cuts(lambda: io.BytesIO(data), len(data), unit_bytes, threads=threads)
 
 
+def reference_cuts(data: bytes, how: str, piece: int) -> list[tuple[int, int]]:
+    """The first record separator at or after each multiple of `piece`, with the records before it,
+    found one byte at a time: an array's commas at depth 1, the ends of objects back at depth 0."""
+    seps, depth, in_string, escaped = [], 0, False, False
+    for i, b in enumerate(data):
+        if in_string:
+            in_string, escaped = (in_string, False) if escaped else (b != 0x22, b == 0x5C)
+        elif b == 0x22:
+            in_string = True
+        elif b in b"[{":
+            depth += 1
+        elif b in b"]}":
+            depth -= 1
+            if how == "objects" and depth == 0:
+                seps.append(i + 1)
+        elif b == 0x2C and depth == 1 and how == "array":
+            seps.append(i)
+    if how == "objects":
+        seps = seps[:-1]  # none after the last object
+    cuts = []
+    for k in range(1, len(data) // piece + 1):
+        n = next((n for n, at in enumerate(seps) if at >= k * piece), None)
+        if n is not None and (not cuts or cuts[-1][0] != seps[n]):
+            cuts.append((seps[n], n + 1))
+    return cuts
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(record, min_size=1, max_size=25), st.sampled_from(["array", "objects"]),
        st.sampled_from([None, 0, 1, 2]), st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64),
@@ -80,7 +107,7 @@ def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, ho
         # followed (else it would be read whole, and a wrong scan could hide behind that)
         cuts, kind, why = cuts_of(data, piece, block, segment, threads=1)
         assert (kind, why) == (how, "") and cuts == cuts_of(data, piece, block, segment, threads=3)[0]
-        assert [n for _, n in cuts] == sorted(set(n for _, n in cuts)) and all(0 < n < len(records) for _, n in cuts)
+        assert cuts == reference_cuts(data, how, piece)
     _, whole = read_all(path, WHOLE)
     assert cut == whole
     assert whole[1] == [i for i, r in enumerate(records) if isinstance(r, dict) and isinstance(r.get("text"), str)]
@@ -136,7 +163,9 @@ def test_a_big_array_is_cut_into_units_of_about_unit_bytes(tmp_path):
     size = path.stat().st_size
     units, cut = read_all(path, 65536)
     assert len(units) == pytest.approx(size / 65536, abs=1)
-    assert all(65536 <= u.size < 65536 + 400 for u in units[:-1]) and units[-1].end == -1
+    # each unit ends at the first record boundary at or past a multiple of unit_bytes (records < 400 B)
+    assert [u.end // 65536 for u in units[:-1]] == list(range(1, len(units))) and units[-1].end == -1
+    assert all(u.end % 65536 < 400 for u in units[:-1])
     assert all(u.payload for u in units)  # the kind, the records before it and its pieces: not its identity
     assert cut == read_all(path, WHOLE)[1]
     assert cut[1] == list(range(3000))
