@@ -5,7 +5,7 @@ another (what `jq . file.jsonl` writes), has no line boundaries to cut at: read 
 worker's unit, parsed at ~5x its size in memory. The parent scans such a plain file once and cuts
 it between top-level records, about every `unit_bytes`; each unit then parses only its own records,
 a piece of about PIECE_BYTES at a time. A 484 MB array on 2 workers: 7.4 s and 1.8 GiB (the process
-tree's peak) read whole, 3.6 s and 364 MiB cut (the scan 0.31 s of it; the same records as JSON
+tree's peak) read whole, 3.6-3.8 s and 360-400 MiB cut (the scan 0.31 s of it; the same records as JSON
 Lines: 3.2 s, 322 MiB).
 
 The scan follows JSON's lexical structure with numpy, a block at a time: `"` not escaped (an odd run
