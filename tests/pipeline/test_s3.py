@@ -175,14 +175,18 @@ def test_a_directory_url_is_its_files_of_the_sources_format(tmp_path, s3):
                           "output": {"dir": "o"}}).sources[0].expand_files()
 
 
-def test_a_json_array_on_s3_is_told_from_its_first_bytes_and_cut_between_its_records(tmp_path, s3):
+def test_a_json_array_on_s3_is_told_from_its_first_bytes_and_cut_between_its_records(tmp_path, s3, monkeypatch):
     """Plan-time: one 256-byte range request tells a JSON array from JSON Lines (not a 5 MB block);
-    the array is then scanned and cut between its records (json_cuts.py), like a local copy."""
-    from pipeline.readers import jsonl, plan_units
+    the array is then scanned and cut between its records (json_cuts.py), like a local copy: in
+    segments of 16 KiB here, so that threads each open the URL."""
+    from pipeline.readers import json_cuts, jsonl, plan_units
+    monkeypatch.setattr(json_cuts, "SEGMENT_BYTES", 16 << 10)
+    monkeypatch.setattr(json_cuts, "NEWLINE_SEARCH", 4 << 10)
     fs, options = s3
     records = [{"text": f"record {i} " + "x" * 80} for i in range(2000)]  # ~190 KB, over unit_bytes
+    text = json.dumps(records, indent=1)
     with fs.open("prep-test/arr/a.json", "w") as f:
-        f.write(json.dumps(records, indent=1))
+        f.write(text)
     with fs.open("prep-test/arr/b.jsonl", "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in records))
     reads = []
@@ -206,6 +210,8 @@ def test_a_json_array_on_s3_is_told_from_its_first_bytes_and_cut_between_its_rec
     tokenize(recipe([{"path": str(tmp_path / "a.json")}], str(here)), show_progress=False)
     assert sum(s.num_docs for s in read_manifest(out).splits.values()) == len(records)
     assert local_tree(out) == local_tree(here)
+    opener = lambda: fs.open("prep-test/arr/a.json", "rb")  # noqa: E731
+    assert json_cuts.scan_cuts(opener, len(text), 4096, threads=4) == json_cuts.scan_cuts(opener, len(text), 4096, threads=1)
     assert jsonl._holds_a_document("s3://prep-test/arr/b.jsonl", options) is False
 
 
