@@ -230,8 +230,7 @@ def record_groups(records: list) -> Iterator[tuple[list[int], list]]:
         yield list(range(i, min(i + READ_ROWS, len(records)))), records[i:i + READ_ROWS]
 
 
-def iter_array_batches(unit: WorkUnit, source, bad: BadRecords, batch_docs: int, groups, meter: ByteProgress
-                       ) -> Iterator[DocBatch]:
+def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: ByteProgress) -> Iterator[DocBatch]:
     """The documents of the (positions, records) groups of a file that is JSON but not JSON Lines
     (record_groups, iter_range_groups); a record's position is its index in its file's list."""
     extract = TextExtractor(source.text_field, source.text_template)

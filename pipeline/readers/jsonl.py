@@ -92,7 +92,8 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     so = source.storage_options
     if source.records_field is not None:  # every file is one JSON object: read whole (json_array.py)
         units = [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
-        _warn_big_documents(units)
+        for u in units:
+            _warn_big_document(u, "")
         return units
     units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", so, split_compressed=True)
     cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
@@ -136,11 +137,6 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
 # A whole-file JSON value above this gets a warning: one worker parses it whole, holding ~5x its size
 # (a 62 MB array: 295 MB), and encodes it alone while the others wait.
 BIG_DOCUMENT_BYTES = 256 << 20
-
-
-def _warn_big_documents(units: list[WorkUnit]) -> None:
-    for u in units:
-        _warn_big_document(u, "")
 
 
 def _warn_big_document(unit: WorkUnit, why: str) -> None:
@@ -317,7 +313,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         if unit.payload:  # a range of the records of one big JSON value (json_cuts.py)
             stream.seek(unit.start)
             groups = json_array.iter_range_groups(stream, unit)
-            yield from json_array.iter_array_batches(unit, source, bad, batch_docs, groups, meter)
+            yield from json_array.iter_array_batches(source, bad, batch_docs, groups, meter)
             return
         whole = (unit.start, unit.end) == (0, -1)
         if whole and stream is raw and unit.size <= READ_BLOCK:
@@ -334,7 +330,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             if records is not None:
                 del data
                 groups = json_array.record_groups(records)
-                yield from json_array.iter_array_batches(unit, source, bad, batch_docs, groups, meter)
+                yield from json_array.iter_array_batches(source, bad, batch_docs, groups, meter)
                 return
             stream = io.BytesIO(data)  # JSON Lines after all: its lines, from memory
         pos = seek_line_start(stream, unit.start)
