@@ -19,6 +19,9 @@ it were the plain file at those offsets (`open_window`), so lines, positions (th
 rejects and therefore the output bytes are exactly those of reading the whole stream in one unit,
 and of any -j.
 
+The ranges of one big JSON value, a compressed array say, are cut between its records at plan time
+(readers.json_cuts): their windows are exactly [start, end), as with an empty `sep`.
+
 One thread decompresses one file (zstandard and zlib release the GIL); one file per
 SPOOL_THREADS_PER_WORKERS workers is spooled at once, in plan order, each at most `ahead` (workers + 2)
 windows in front of the units that consumed them (a window is deleted once its unit's result is
@@ -128,7 +131,12 @@ class Spooler:
         seps, delimiters = separators or {}, csv_delimiters or {}
         for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
             src = us[0].source
-            cut = (self._csv_windows, delimiters[src]) if src in delimiters else (self._windows, seps.get(src, b"\n"))
+            if src in delimiters:
+                cut = (self._csv_windows, delimiters[src])
+            elif us[0].payload:  # ranges of one JSON value, cut at its records by the plan (readers.json_cuts):
+                cut = (self._windows, b"")  # windows of exactly those bytes (no separator to look for)
+            else:
+                cut = (self._windows, seps.get(src, b"\n"))
             self._pool.submit(self._spool_file, key, us, storage_options.get(src), *cut)
 
     @classmethod

@@ -126,10 +126,12 @@ def _no_hub(monkeypatch):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def read_spooled(reader, source, units, spool_dir, batch_docs: int = 5, **spooler_options):
+def read_spooled(reader, source, units, spool_dir, batch_docs: int = 5, policy: str = "skip", rows: bool = False,
+                 **spooler_options):
     """Every unit through `reader` (a readers module) as a run reads it: the ranges of a compressed
     file from the windows a Spooler writes (one thread, two windows ahead). Per unit: (its window's
-    stream offset, or None when not spooled; texts; positions; rejects as (reason, position, line))."""
+    stream offset, or None when not spooled; texts; positions; rejects as (reason, position, line),
+    or with `rows` as BadRecords' rows)."""
     from dataclasses import replace
 
     from pipeline.readers import BadRecords
@@ -144,12 +146,13 @@ def read_spooled(reader, source, units, spool_dir, batch_docs: int = 5, **spoole
             if u.is_spooled:
                 with open_window(u) as w:
                     base = w.base
-            bad = BadRecords(u, "skip")
+            bad = BadRecords(u, policy)
             texts, positions = [], []
             for batch in reader.iter_batches(u, source, bad, batch_docs):
                 texts += batch.texts
                 positions += batch.positions.tolist()
-            per_unit.append((base, texts, positions, [(r["reason"], r["position"], r.get("line")) for r in bad.rows]))
+            per_unit.append((base, texts, positions,
+                             bad.rows if rows else [(r["reason"], r["position"], r.get("line")) for r in bad.rows]))
             spooler.done(u.index)
     finally:
         spooler.close()

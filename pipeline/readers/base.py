@@ -21,6 +21,7 @@ import gzip
 import io
 import json
 import os
+import queue
 import threading
 import zlib
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ from pipeline.errors import PrepError
 from pipeline.recipe import is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -213,6 +214,43 @@ def scan_blocks(f, block_bytes: int, meter: ScanMeter, limit: int = -1) -> Itera
         meter.add(len(block))
 
 
+def read_ahead(read, depth: int = 4) -> Iterator[bytes]:
+    """The blocks `read()` gives until an empty one, read on a thread up to `depth` blocks ahead of
+    the consumer, so that reading (a decompression: zstandard and zlib release the GIL) overlaps
+    what the consumer does with each block. An exception in `read` is raised to the consumer. Close
+    the generator (or exhaust it) before closing what `read` reads: that ends the thread."""
+    blocks: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            while not stop.is_set():
+                block = read()
+                blocks.put(block)
+                if not block:
+                    return
+        except BaseException as e:  # the consumer raises it
+            blocks.put(e)
+
+    thread = threading.Thread(target=produce, name="prep-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            block = blocks.get()
+            if isinstance(block, BaseException):
+                raise block
+            if not block:
+                return
+            yield block
+    finally:
+        stop.set()
+        while thread.is_alive():  # a producer blocked on a full queue: let it put, see `stop` and end
+            try:
+                blocks.get(timeout=0.01)
+            except queue.Empty:
+                pass
+
+
 def planning_sizes() -> dict[str, int] | None:
     """The size cache while `planning()`, for the file listing to fill (recipe.expand_files)."""
     return _sizes
@@ -299,7 +337,7 @@ def _plan_size(path: str, size: int, storage_options: dict | None) -> int:
         raw = open_raw(path, storage_options)
         # the decompressor sees the first SAMPLE_BYTES as the whole file: what it gives for exactly
         # those bytes (it may read ahead of what it has decoded, so raw.tell() would not say)
-        stream, _ = _decompressor(path, _Prefix(raw, SAMPLE_BYTES) if sampled else raw)
+        stream, _ = decompressor(path, _Prefix(raw, SAMPLE_BYTES) if sampled else raw)
         with raw, stream:
             while block := stream.read(1 << 16):
                 out += len(block)
@@ -442,7 +480,7 @@ def _isal_errors() -> tuple[type, ...]:
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
     """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress).
     Close both (`with raw, stream:`): a GzipFile or the zstd reader leaves the file it reads open."""
-    return _decompressor(path, open_raw(path, storage_options))
+    return decompressor(path, open_raw(path, storage_options))
 
 
 def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
@@ -455,7 +493,7 @@ def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[Bina
     return open_input(unit.path, storage_options)
 
 
-def _decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
+def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
     comp = compression_of(path)
     if comp == "gzip":
         return _gzip().GzipFile(fileobj=raw, mode="rb"), raw

@@ -12,9 +12,9 @@ BOM): `[`, or `{` alone on its line; the whole file must then parse as one value
 after another (else it is JSON Lines after all, whose bad lines are rejects). Before, such files gave one `malformed_json` reject
 per line (pretty-printed), or one record without the text field, and an empty dataset.
 
-A value has no line boundaries to cut at. A plain array or objects one after another over
-unit_bytes is cut between its records by a scan at plan time (json_cuts.py), and each unit reads its
-range a piece at a time (iter_range_groups). Anything else is one unit, read and parsed whole
+A value has no line boundaries to cut at. An array or objects one after another over unit_bytes
+(compressed or not) is cut between its records by a scan at plan time (json_cuts.py), and each unit
+reads its range a piece at a time (iter_range_groups). Anything else is one unit, read and parsed whole
 (memory: the parsed records, several times the file's size). A record's position is its index in its
 list (`row` in rejects), however the file was cut.
 """

@@ -24,6 +24,12 @@ merge, knowing each segment's entry depth from those before it, keeps those at t
 depth. Segments are fixed by the bytes, not by the thread count, and the cuts are chosen from the
 merged separators, so the plan is the same on any machine.
 
+A compressed file cannot be entered in the middle: its decompressed stream is scanned once, from
+the start, as one segment (decompressed on a thread ahead of the scan: 484 MB of .zst in 0.51 s,
+the decompression alone 0.49 s). Its units are ranges of the decompressed bytes, which the parent
+spools into windows of exactly those bytes (pipeline.spool) for the workers; a 484 MB array on 2
+workers: 8.8-13.2 s and 1.8 GiB read whole, 4.7-4.9 s and 350-363 MiB cut.
+
 A file the scan cannot follow (its first value is not an array or an object, a closing bracket
 without its opening one, a value after the array, a string across a line break) gets no cuts: it is
 read whole, as before. For a valid file the cuts are exact. A damaged one whose scan still cuts it
@@ -33,14 +39,16 @@ would have been read as JSON Lines, one reject per line).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pipeline.readers.base import BOM, ScanMeter, scan_blocks
+from pipeline.readers.base import BOM, ScanMeter, read_ahead, scan_blocks
 
-__all__ = ["scan_cuts", "unit_bounds", "Segment", "SCAN_BLOCK", "PIECE_BYTES", "SEGMENT_BYTES"]
+__all__ = ["scan_cuts", "scan_stream_cuts", "unit_bounds", "Segment", "SCAN_BLOCK", "PIECE_BYTES", "SEGMENT_BYTES"]
 
 # bytes per read() and numpy pass: 485 MB scanned in 0.46 s at 1 MiB, 0.52 s at 4 MiB, ~0.9 s at 16 MiB
 SCAN_BLOCK = 1 << 20
@@ -242,15 +250,43 @@ def scan_cuts(opener, size: int, unit_bytes: int, path: str = "",
             segments = list(pool.map(scan, bounds))
     else:
         segments = [scan(b) for b in bounds]
-    cuts, last, why = _merge(kind, segments, unit_bytes)
-    if why:
-        return [], kind, why
     if kind == "array":
         with opener() as f:  # the array's closing bracket is the file's last byte but whitespace
             f.seek(max(0, size - 4096))
-            if f.read().rstrip(_WHITESPACE)[-1:] != b"]":
-                return [], kind, "more follows the array's closing bracket"
-    elif cuts and cuts[-1][0] == last:
+            closing = f.read().rstrip(_WHITESPACE)[-1:]
+    return _finish(kind, segments, unit_bytes, closing if kind == "array" else b"")
+
+
+def scan_stream_cuts(stream, unit_bytes: int, path: str = "", planned: int = 0
+                     ) -> tuple[list[tuple[int, int]], str, str, int]:
+    """(cuts, kind, why none, size): scan_cuts over a stream read once from its start, as one
+    segment on one thread: a compressed file's decompressed bytes (which cannot be entered in the
+    middle), `size` of them. `planned`: the size the plan expects, for the progress display."""
+    head = stream.read(64 << 10)
+    kind, why = _kind(head)
+    if why:
+        return [], "", why, 0
+    segment, closing, meter = Segment(kind, 0, unit_bytes), b"", ScanMeter(path, planned)
+    # decompressing on a thread ahead of the scan: 484 MB of .zst in 1.06 s one after the other
+    # (0.49 s of it decompression), in 0.51 s so: the scan hides behind the decompression
+    with contextlib.closing(read_ahead(lambda: stream.read(SCAN_BLOCK))) as rest:
+        blocks = (head[i:i + SCAN_BLOCK] for i in range(0, len(head), SCAN_BLOCK))
+        for block in itertools.chain(blocks, rest):
+            segment.feed(block)
+            meter.add(len(block))
+            closing = block.rstrip(_WHITESPACE)[-1:] or closing  # the last byte but whitespace
+    return *_finish(kind, [segment], unit_bytes, closing), segment.offset
+
+
+def _finish(kind: str, segments: list[Segment], unit_bytes: int, closing: bytes
+            ) -> tuple[list[tuple[int, int]], str, str]:
+    """scan_cuts' answer from its segments and (an array) the file's last byte but whitespace."""
+    cuts, last, why = _merge(kind, segments, unit_bytes)
+    if why:
+        return [], kind, why
+    if kind == "array" and closing != b"]":
+        return [], kind, "more follows the array's closing bracket"
+    if kind == "objects" and cuts and cuts[-1][0] == last:
         cuts.pop()  # the last object's end: a cut there would leave whitespace alone
     return cuts, kind, ""
 

@@ -4,9 +4,10 @@ Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every li
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
 be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
 once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead,
-or pretty-printed objects one after another, is cut between its records (json_cuts.py); one JSON
-object holding the records in a list (`source.records_field`), or such a file compressed, is read
-whole, as one unit (json_array.py). A UTF-8 BOM at a file's start is cut.
+or pretty-printed objects one after another, is cut between its records (json_cuts.py; compressed,
+at its decompressed bytes, again through windows); one JSON object holding the records in a list
+(`source.records_field`) is read whole, as one unit (json_array.py). A UTF-8 BOM at a file's start
+is cut.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from itertools import accumulate
 import numpy as np
 import orjson
 
+from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers import json_array, json_cuts
 from pipeline.readers.base import (
@@ -32,10 +34,12 @@ from pipeline.readers.base import (
     compressed_ranges,
     compression_of,
     decode_errors,
+    decompressor,
     file_size,
     open_input,
     open_raw,
     open_unit,
+    planned_decompressed_size,
     ranged_input_bytes,
     without_bom,
 )
@@ -93,7 +97,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     if source.records_field is not None:  # every file is one JSON object: read whole (json_array.py)
         units = [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
         for u in units:
-            _warn_big_document(u, "")
+            _warn_big_document(u.path, u.size, "")
         return units
     units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", so, split_compressed=True)
     cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
@@ -117,17 +121,22 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
     come before it (json_cuts.py), or one unit for the whole file when it cannot be cut."""
     size = file_size(path, storage_options)
     whole = WorkUnit(0, source_index, fi, path, "jsonl", 0, -1, size)
-    if compression_of(path):
-        _warn_big_document(whole, "a compressed file is read in one stream")
-        return [whole]
+    piece = min(unit_bytes, json_cuts.PIECE_BYTES)
     try:
-        cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size,
-                                              min(unit_bytes, json_cuts.PIECE_BYTES), path)
-    except OSError:  # unreadable now: one unit, whose worker says why (a failed unit under skip)
+        if compression_of(path):
+            # its decompressed bytes, scanned here once, and spooled into exact windows for the units
+            # (pipeline.spool): units and sizes count decompressed bytes, as compressed JSON Lines' do
+            planned = planned_decompressed_size(path, size, storage_options)  # for the progress display
+            stream, raw = open_input(path, storage_options)
+            with raw, stream, decode_errors(path, raw):
+                cuts, kind, why, size = json_cuts.scan_stream_cuts(stream, piece, path, planned)
+        else:
+            cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size, piece, path)
+    except (OSError, PrepError):  # unreadable now, or damaged: one unit, whose worker says why
         return [whole]
     units = json_cuts.unit_bounds(cuts, size, unit_bytes)
     if len(units) == 1:
-        _warn_big_document(whole, why)
+        _warn_big_document(path, size, why)
         return [whole]
     return [WorkUnit(0, source_index, fi, path, "jsonl", start, end if end < size else -1, end - start,
                      payload=json_array.range_payload(kind, first, inner))
@@ -139,30 +148,38 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
 BIG_DOCUMENT_BYTES = 256 << 20
 
 
-def _warn_big_document(unit: WorkUnit, why: str) -> None:
-    if unit.size > BIG_DOCUMENT_BYTES:
+def _warn_big_document(path: str, nbytes: int, why: str) -> None:
+    """`nbytes`: the JSON's size (a compressed file's decompressed size where it was scanned)."""
+    if nbytes > BIG_DOCUMENT_BYTES:
         log.warning("%s: %.0f MB of JSON that is not JSON Lines, read whole by one worker (about %.1f GB of memory, no "
                     "other worker helps%s); as JSON Lines every worker shares it: jq -c '.[]' (an array), "
                     "jq -c '.data[]' (records under data) or jq -c . (objects one after another)",
-                    unit.path, unit.size / 1e6, 5 * unit.size / 1e9, f": {why}" if why else "")
+                    path, nbytes / 1e6, 5 * nbytes / 1e9, f": {why}" if why else "")
 
 
 def _holds_a_document(path: str, storage_options: dict | None) -> bool:
     """Whether a file to be cut into ranges is one JSON array or object instead (json_array.py). A URL's
-    first 256 bytes come in one range request (opening it would fetch a whole read block, 5 MB on
-    s3fs, per file of the plan); a compressed URL is taken for JSON Lines."""
+    first bytes come in one range request (opening it would fetch a whole read block, 5 MB on s3fs,
+    per file of the plan): 256 of a plain file, HEAD_COMPRESSED_BYTES of a compressed one, whose
+    decompressed start is looked at."""
     try:
         if is_url(path):
-            if compression_of(path):
-                return False
             import fsspec
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-            return json_array.head_starts_a_document(fs.cat_file(p, start=0, end=256))
-        stream, raw = open_input(path, storage_options)
+            if not compression_of(path):
+                return json_array.head_starts_a_document(fs.cat_file(p, start=0, end=256))
+            stream, raw = decompressor(path, io.BytesIO(fs.cat_file(p, start=0, end=HEAD_COMPRESSED_BYTES)))
+        else:
+            stream, raw = open_input(path, storage_options)
         with raw, stream:
             return json_array.starts_a_document(stream)
     except Exception:  # unreadable or damaged: planned as lines, where its unit reports why
         return False
+
+
+# compressed bytes fetched to see how a compressed URL's text starts: a stream's first block decodes
+# alone (before, such a file was taken for JSON Lines: a .json.gz array on S3 gave one reject per line)
+HEAD_COMPRESSED_BYTES = 64 << 10
 
 
 def iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes | memoryview]]:

@@ -92,12 +92,16 @@ def test_torn_journal_line_is_dropped_and_its_unit_redone(tmp_path, recipe, refe
     assert_complete(out, reference)
 
 
-def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus):
-    """The cuts of a JSON array (json_cuts.py) come from its bytes alone: a killed run's plan is the
-    re-run's, whose finished units are kept and whose dataset is the uninterrupted run's."""
+@pytest.mark.parametrize("name", ["a.json", "a.json.zst"])
+def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus, name):
+    """The cuts of a JSON array (json_cuts.py) come from its bytes alone (a compressed one's, from its
+    decompressed bytes; its units read spooled windows): a killed run's plan is the re-run's, whose
+    finished units are kept and whose dataset is the uninterrupted run's."""
+    import zstandard
     from faultkit import snapshot, write_recipe
-    array = tmp_path / "a.json"
-    array.write_text(json.dumps([json.loads(line) for line in corpus.read_text().splitlines()], indent=2))
+    array = tmp_path / name
+    data = json.dumps([json.loads(line) for line in corpus.read_text().splitlines()], indent=2).encode()
+    array.write_bytes(zstandard.ZstdCompressor().compress(data) if name.endswith(".zst") else data)
     recipe = write_recipe(tmp_path, array, source={"path": str(array), "text_field": "text"})
     reference = tmp_path / "reference"
     assert run_prep(recipe, reference, workers=2).returncode == 0

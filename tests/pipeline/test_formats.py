@@ -251,10 +251,10 @@ def test_records_field_reads_files_that_are_one_json_object(tmp_path):
 
 
 def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(tmp_path):
-    """A plain JSON array, or jq's objects one after another, over unit_bytes is cut between its
-    records (json_cuts.py): the dataset of the same records as JSON Lines, the val split of the array
-    read whole (a .gz is: positions are the records' indexes either way), and the same shards for
-    any worker count."""
+    """A JSON array, or jq's objects one after another, over unit_bytes is cut between its records
+    (json_cuts.py; a compressed one's ranges are spooled windows): the dataset of the same records as
+    JSON Lines, the val split of the array read whole (positions are the records' indexes either
+    way), and the same shards for any worker count."""
     texts = corpus_texts(1500)
     records = [{"id": i, "text": t} for i, t in enumerate(texts)]
     d = tmp_path / "data"
@@ -263,18 +263,21 @@ def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(t
     (d / "a.json.gz").write_bytes(gzip.compress((d / "a.json").read_bytes(), 1))
     (d / "jq.json").write_text("".join(json.dumps(r, indent=2) + "\n" for r in records))
     (d / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    for name in ("a.json", "jq.json"):
+    (d / "jq.json.zst").write_bytes(zstandard.ZstdCompressor().compress((d / "jq.json").read_bytes()))
+    for name in ("a.json", "jq.json", "a.json.gz", "jq.json.zst"):
         r = Recipe.from_dict({"name": "t", "source": {"path": str(d / name)}, "tokenizer": {"path": "t"},
                               "output": {"dir": "o"}, "unit_bytes": 65536})
         assert len(plan_units(r)) > 3, name
     one = {"shard_tokens": 10**9}
     ref = shard_bytes(run(tmp_path, {"path": str(d / "c.jsonl")}, "lines", output=one))
-    for name in ("a.json", "jq.json"):
+    for name in ("a.json", "jq.json", "a.json.gz", "jq.json.zst"):
         assert shard_bytes(run(tmp_path, {"path": str(d / name)}, name, workers=2, output=one)) == ref, name
     split = {"shard_tokens": 10**9, "val_fraction": 0.2}
     cut = run(tmp_path, {"path": str(d / "a.json")}, "cut", workers=2, output=split)
-    whole = run(tmp_path, {"path": str(d / "a.json.gz")}, "whole", output=split)
-    assert shard_bytes(cut) == shard_bytes(whole) and read_manifest(cut).splits["val"].num_docs > 100
+    spooled = run(tmp_path, {"path": str(d / "a.json.gz")}, "spooled", workers=2, output=split)
+    whole = run(tmp_path, {"path": str(d / "a.json")}, "whole", output=split, unit_bytes=1 << 30)
+    assert shard_bytes(cut) == shard_bytes(spooled) == shard_bytes(whole)
+    assert read_manifest(cut).splits["val"].num_docs > 100
     j1 = run(tmp_path, {"path": str(d / "a.json")}, "j1", output={"val_fraction": 0.2})
     j2 = run(tmp_path, {"path": str(d / "a.json")}, "j2", workers=2, output={"val_fraction": 0.2})
     assert shard_bytes(j1) == shard_bytes(j2) and len(shard_bytes(j1)) > 6  # several shards

@@ -215,6 +215,33 @@ def test_a_json_array_on_s3_is_told_from_its_first_bytes_and_cut_between_its_rec
     assert jsonl._holds_a_document("s3://prep-test/arr/b.jsonl", options) is False
 
 
+def test_a_compressed_json_array_on_s3_is_cut_like_a_local_copy(tmp_path, s3):
+    """A .json.gz's first compressed bytes come in one range request and are decompressed to tell an
+    array from JSON Lines (before, a compressed URL was taken for JSON Lines: one reject per line of
+    the array, and no documents); the array is then scanned and cut as a local copy is."""
+    import gzip
+
+    from pipeline.readers import jsonl, plan_units
+    fs, options = s3
+    records = [{"text": f"record {i} " + "x" * 80} for i in range(6000)]  # ~570 KB, 64 KiB units
+    packed = gzip.compress(json.dumps(records, indent=1).encode())
+    fs.pipe("prep-test/gz/a.json.gz", packed)
+    fs.pipe("prep-test/gz/b.jsonl.gz", gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+    (tmp_path / "a.json.gz").write_bytes(packed)
+    url = recipe([{"path": "s3://prep-test/gz/a.json.gz", "storage_options": options}], str(tmp_path / "out"))
+    local = recipe([{"path": str(tmp_path / "a.json.gz")}], str(tmp_path / "here"))
+    units = plan_units(url)
+    assert len(units) > 5 and all(u.payload for u in units)
+    assert [(u.start, u.end, u.payload) for u in units] == [(u.start, u.end, u.payload) for u in plan_units(local)]
+    tokenize(url, show_progress=False)
+    tokenize(local, show_progress=False)
+    m = read_manifest(tmp_path / "out")
+    assert sum(s.num_docs for s in m.splits.values()) == len(records) and not m.skipped
+    assert local_tree(tmp_path / "out") == local_tree(tmp_path / "here")
+    assert jsonl._holds_a_document("s3://prep-test/gz/a.json.gz", options) is True
+    assert jsonl._holds_a_document("s3://prep-test/gz/b.jsonl.gz", options) is False
+
+
 def test_small_json_files_and_a_records_field_object_on_s3(tmp_path, s3):
     """URLs through the group reader (jsonl.whole_small_files opens each member with fsspec) and
     through records_field: the same documents as the local copies."""

@@ -29,8 +29,8 @@ def test_an_array_gives_its_records_in_order(tmp_path, layout):
     data = {"bom": b"\xef\xbb\xbf" + body, "leading blank lines": b"\n \n\t" + body}.get(layout, body)
     path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
-    # a plain file is cut between its records (test_json_cuts.py); a compressed one is read whole
-    assert (len(units) == 1) == (layout == "gzip")
+    # cut between its records (test_json_cuts.py); a compressed file's ranges are spooled windows
+    assert len(units) > 1 and all(u.is_spooled == (layout == "gzip") for u in units)
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
@@ -146,7 +146,7 @@ def test_objects_one_after_another_are_records(tmp_path, layout):
     data = b"\xef\xbb\xbf" + body if layout == "bom" else body
     path.write_bytes(gzip.compress(data) if "gzip" in layout else data)
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
-    assert (len(units) == 1) == ("gzip" in layout)  # a plain file is cut between its objects
+    assert len(units) > 1 and all(u.is_spooled == ("gzip" in layout) for u in units)  # cut between its objects
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
@@ -163,7 +163,9 @@ def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, ta
 def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(jsonl_reader, "BIG_DOCUMENT_BYTES", 50_000)
     big, small, lines = tmp_path / "big.json.gz", tmp_path / "small.json", tmp_path / "lines.jsonl"
-    big.write_bytes(gzip.compress(json.dumps(RECORDS, indent=1).encode(), 0))  # one unit, over the (patched) bound
+    # one record, so one unit: over the (patched) bound decompressed, though not compressed
+    big.write_bytes(gzip.compress(json.dumps([{"text": " ".join(map(str, range(20_000)))}]).encode(), 9))
+    assert big.stat().st_size < 50_000
     small.write_text(json.dumps(RECORDS[:10], indent=1))
     lines.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))  # cut into ranges: no warning
     cut = tmp_path / "cut.json"

@@ -16,6 +16,8 @@ from pipeline.readers import json_cuts
 from pipeline.readers import jsonl as jsonl_reader
 from pipeline.readers.base import BadRecords
 from pipeline.recipe import SourceConfig
+from pipeline.spool import HEADER, Spooler
+from tests.conftest import read_spooled
 from tests.pipeline.readers import readerkit
 
 WHOLE = 1 << 40  # a unit_bytes no file reaches: the file is one unit, parsed whole
@@ -89,12 +91,12 @@ def reference_cuts(data: bytes, how: str, piece: int) -> list[tuple[int, int]]:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(record, min_size=1, max_size=25), st.sampled_from(["array", "objects"]),
        st.sampled_from([None, 0, 1, 2]), st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64),
-       st.integers(1, 9), st.integers(1, 300))
+       st.integers(1, 9), st.integers(1, 300), st.sampled_from([b"", b"\n", b" \r\n\t "]))
 def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, how, indent, ascii_only, bom,
-                                                   unit_bytes, piece, block, segment):
+                                                   unit_bytes, piece, block, segment, trailing):
     if how == "objects":  # objects only; the first with a key, so that its `{` is alone on its line
         records = [{"text": "first"}, *(r if isinstance(r, dict) else {"value": r} for r in records)]
-    data = (b"\xef\xbb\xbf" if bom else b"") + layout(records, how, indent, ascii_only)
+    data = (b"\xef\xbb\xbf" if bom else b"") + layout(records, how, indent, ascii_only) + trailing
     path = tmp_path_factory.mktemp("cuts") / "a.json"
     path.write_bytes(data)
     with pytest.MonkeyPatch.context() as mp:  # pieces, read blocks, segments of a few bytes: every split
@@ -108,6 +110,8 @@ def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, ho
         cuts, kind, why = cuts_of(data, piece, block, segment, threads=1)
         assert (kind, why) == (how, "") and cuts == cuts_of(data, piece, block, segment, threads=3)[0]
         assert cuts == reference_cuts(data, how, piece)
+        # a compressed file's decompressed stream, read once in order: the same cuts, and its size
+        assert json_cuts.scan_stream_cuts(io.BytesIO(data), piece) == (cuts, how, "", len(data))
     _, whole = read_all(path, WHOLE)
     assert cut == whole
     assert whole[1] == [i for i, r in enumerate(records) if isinstance(r, dict) and isinstance(r.get("text"), str)]
@@ -149,6 +153,11 @@ def test_a_file_the_scan_cannot_follow_is_not_cut(tmp_path, body, why):
     that does not open like a JSON value is JSON Lines, cut at its lines)."""
     for segment in (3,) if "line break" in why else (3, 1 << 20):  # segments after each line break, or one
         assert cuts_of(body.encode(), segment=segment)[0] == [] and why in cuts_of(body.encode(), segment=segment)[2]
+    if "line break" not in why:  # a compressed file's stream: one segment, in blocks of 3 bytes
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(json_cuts, "SCAN_BLOCK", 3)
+            cuts, _, stream_why, _ = json_cuts.scan_stream_cuts(io.BytesIO(body.encode() + b" \n"), 1)
+        assert cuts == [] and why in stream_why
     path = tmp_path / "a.json"
     path.write_text(body)
     if body[0] in "[{" and "line break" not in why:
@@ -171,12 +180,49 @@ def test_a_big_array_is_cut_into_units_of_about_unit_bytes(tmp_path):
     assert cut[1] == list(range(3000))
 
 
-def test_a_compressed_array_is_one_unit(tmp_path):
+@pytest.mark.parametrize("how", ["array", "objects"])
+@pytest.mark.parametrize("compress", ["gzip", "zstd"])
+def test_a_compressed_value_is_cut_as_the_plain_file_into_spooled_windows(tmp_path, how, compress):
+    """Its decompressed bytes are scanned at plan time: the units are the plain file's (offsets in
+    the decompressed stream), read from windows the spooler cuts at exactly those bytes."""
+    import gzip
+
+    import zstandard
+    records = [{"text": f"record {i} " + "word, [ } " * (i % 13)} if i % 50 else {"id": i} for i in range(3000)]
+    data = layout(records, how, 1, True)
+    plain, packed = tmp_path / "a.json", tmp_path / f"a.json.{'gz' if compress == 'gzip' else 'zst'}"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data) if compress == "gzip" else zstandard.ZstdCompressor().compress(data))
+    want_units, want = read_all(plain, 8192)
+    got_units, got = read_all(packed, 8192)
+    assert len(got_units) > 5 and all(u.is_spooled for u in got_units)
+    assert [(u.start, u.end, u.size, u.payload) for u in got_units] == [
+        (u.start, u.end, u.size, u.payload) for u in want_units]
+    assert got == want == read_all(packed, WHOLE)[1]
+    assert len(got[0]) == 3000 - 60 and len(got[2]) == 60
+    # each window holds exactly its unit's bytes: it starts at the unit's start (a line's window
+    # starts one byte early, at the newline before) and is as long as the unit
+    sizes = []
+    real_close = Spooler._close
+
+    def close(self, out, unit, written):
+        sizes.append(out.tell() - HEADER if out is not None else None)
+        real_close(self, out, unit, written)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Spooler, "_close", close)
+        _, per_unit = read_spooled(jsonl_reader, SourceConfig(path=str(packed)), got_units, tmp_path / "spool")
+    assert [base for base, *_ in per_unit] == [u.start for u in got_units]
+    assert sizes == [u.size for u in got_units]
+
+
+def test_a_damaged_compressed_value_is_one_unit_that_names_the_damage(tmp_path):
     import gzip
     path = tmp_path / "a.json.gz"
-    path.write_bytes(gzip.compress(json.dumps([{"text": str(i)} for i in range(5000)]).encode()))
-    units, (texts, _, _) = read_all(path, 4096)
-    assert [(u.start, u.end) for u in units] == [(0, -1)] and texts == [str(i) for i in range(5000)]
+    path.write_bytes(gzip.compress(json.dumps([{"text": str(i)} for i in range(5000)]).encode())[:-40])
+    units = jsonl_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 4096)
+    assert [(u.start, u.end) for u in units] == [(0, -1)]
+    with pytest.raises(PrepError, match="a.json.gz: corrupt or truncated input"):
+        list(jsonl_reader.iter_batches(units[0], SourceConfig(path=str(path)), BadRecords(units[0], "skip"), 16))
 
 
 @pytest.mark.parametrize("how", ["array", "objects"])
@@ -241,3 +287,36 @@ def test_plan_time_scans_report_their_progress_to_the_planning_status(tmp_path, 
         assert len(lines) >= size // (64 << 10) - 1 and lines[-1].endswith(f"of {size / 1e6:.1f} MB")
     with executor._planning_status(False, None):  # no display: no listener left behind either
         assert base._scan_listeners == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=5), max_size=12), st.integers(1, 3), st.integers(0, 12),
+       st.sampled_from(["exhaust", "fail", "close"]))
+def test_read_ahead_gives_the_blocks_in_order_and_ends_its_thread(blocks, depth, at, how):
+    """base.read_ahead (a compressed value's scan decompresses on it): the blocks in order, an error
+    of the reader raised to the consumer after the blocks before it, and no thread left behind when
+    the consumer stops early."""
+    import threading
+    from contextlib import closing
+
+    from pipeline.readers.base import read_ahead
+    at = min(at, len(blocks))
+    calls = []
+
+    def read() -> bytes:
+        calls.append(len(calls))
+        if how == "fail" and len(calls) == at + 1:
+            raise ValueError("damaged")
+        return blocks[len(calls) - 1] if len(calls) <= len(blocks) else b""
+    got = []
+    with closing(read_ahead(read, depth)) as ahead:
+        if how == "fail":
+            with pytest.raises(ValueError, match="damaged"):
+                got += ahead
+        elif how == "close":
+            got += (block for _, block in zip(range(at), ahead))
+        else:
+            got += ahead
+    assert got == blocks[:at] if how != "exhaust" else got == blocks
+    assert not [t for t in threading.enumerate() if t.name == "prep-read-ahead"]
+    assert len(calls) <= at + depth + 2 or how == "exhaust"  # stopped reading soon after the consumer
