@@ -1,6 +1,7 @@
 """One big compressed JSONL file vs the same file uncompressed: `prep tokenize` end to end, same run.
 
     python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --workers 2 --scale 8 --repeat 3
+    python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --array   # + the records as a JSON array
 
 Builds, in a scratch directory, the corpus (benchmarks/data/docs.jsonl by default) repeated `--scale`
 times as one plain .jsonl, one .jsonl.zst (level 3, content size in the frame header) and one
@@ -8,6 +9,11 @@ times as one plain .jsonl, one .jsonl.zst (level 3, content size in the frame he
 untimed round (the tokenizer proof cache), each into a fresh output directory, and checks that the
 three outputs hold the same shard bytes (the compressed files are cut into the same ranges as the
 plain one: pipeline/spool.py). Prints a markdown table of best and median wall times.
+
+With `--array`, the same records as one JSON array (`[` + records joined by ",\n" + `]`), plain,
+.zst and .gz, are timed too: cut between its records at plan time (readers/json_cuts.py; a compressed
+one's decompressed stream is scanned there), its three outputs hold the same shard bytes (not the
+JSONL ones': its units, so its shards' boundaries, differ; the tokens are the same).
 """
 
 from __future__ import annotations
@@ -31,19 +37,30 @@ sys.path.insert(0, str(HERE))
 from bench_tokenize import ROOT, prep_command  # noqa: E402
 
 
-def build(corpus: Path, scale: int, scratch: Path) -> dict[str, Path]:
+def build(corpus: Path, scale: int, scratch: Path, array: bool = False) -> dict[str, Path]:
     plain = scratch / "corpus.jsonl"
     data = corpus.read_bytes()
     with open(plain, "wb") as f:
         for _ in range(scale):
             f.write(data)
-    size = plain.stat().st_size
-    zst, gz = scratch / "corpus.jsonl.zst", scratch / "corpus.jsonl.gz"
-    with open(plain, "rb") as src, open(zst, "wb") as dst:
-        zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(src, dst, size=size)
-    with open(plain, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    return {"jsonl": plain, "jsonl.zst": zst, "jsonl.gz": gz}
+    files = {"jsonl": plain}
+    if array:
+        records = [line for line in data.split(b"\n") if line.strip()]
+        with open(scratch / "corpus.json", "wb") as f:
+            f.write(b"[\n")
+            for k in range(scale):
+                f.write((b",\n" if k else b"") + b",\n".join(records))
+            f.write(b"\n]\n")
+        files["json"] = scratch / "corpus.json"
+    for kind, path in list(files.items()):
+        size = path.stat().st_size
+        zst, gz = path.with_name(path.name + ".zst"), path.with_name(path.name + ".gz")
+        with open(path, "rb") as src, open(zst, "wb") as dst:
+            zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(src, dst, size=size)
+        with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        files[f"{kind}.zst"], files[f"{kind}.gz"] = zst, gz
+    return dict(sorted(files.items(), key=lambda kv: (kv[0].split(".")[0] != "jsonl", kv[0])))
 
 
 def shard_digest(out: Path) -> str:
@@ -62,10 +79,11 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=8, help="corpus copies in the file")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
+    ap.add_argument("--array", action="store_true", help="also the same records as one JSON array")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench_compressed_", dir=args.tmp))
     try:
-        files = build(Path(args.corpus), args.scale, scratch)
+        files = build(Path(args.corpus), args.scale, scratch, args.array)
         sizes = {k: p.stat().st_size for k, p in files.items()}
         env = {**os.environ, "PREP_CACHE_DIR": str(scratch / "cache"),
                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
@@ -86,11 +104,14 @@ def main() -> None:
                     walls[kind].append(wall)
                     print(f"{kind} round {rnd}: {wall:.2f} s", flush=True)
                 digests[kind] = shard_digest(out)
-        if len(set(digests.values())) != 1:
-            raise SystemExit(f"outputs differ: {digests}")
+        layouts = sorted({kind.split(".")[0] for kind in files})
+        for layout in layouts:  # plain, .zst and .gz of a layout: the same shards
+            if len({d for kind, d in digests.items() if kind.split(".")[0] == layout}) != 1:
+                raise SystemExit(f"outputs differ: {digests}")
+        same = ", ".join(f"{layout} sha256 {digests[layout][:12]}" for layout in layouts)
         print(f"\n{args.scale}x {Path(args.corpus).name}, {args.workers} workers, {os.cpu_count()} cores; "
-              f"same shard bytes for all three (sha256 {digests['jsonl'][:12]})\n")
-        print("| input | file MB | best s | median s | vs plain (median) |")
+              f"same shard bytes for plain, .zst and .gz ({same})\n")
+        print("| input | file MB | best s | median s | vs plain JSONL (median) |")
         print("|---|---:|---:|---:|---:|")
         base = statistics.median(walls["jsonl"])
         for kind, ws in walls.items():
