@@ -1,4 +1,4 @@
-"""A `.json` file that is JSON but not JSON Lines, read whole, as one unit:
+"""A `.json` file that is JSON but not JSON Lines:
 
 * one array of records (Alpaca-style `[{"instruction": ...}, ...]`): its records;
 * several objects one after another, pretty-printed (`jq . data.jsonl`): each one a record;
@@ -12,9 +12,10 @@ BOM): `[`, or `{` alone on its line; the whole file must then parse as one value
 after another (else it is JSON Lines after all, whose bad lines are rejects). Before, such files gave one `malformed_json` reject
 per line (pretty-printed), or one record without the text field, and an empty dataset.
 
-A value has no line boundaries to cut at. An array or objects one after another over unit_bytes
-(compressed or not) is cut between its records by a scan at plan time (json_cuts.py), and each unit
-reads its range a piece at a time (iter_range_groups). Anything else is one unit, read and parsed whole
+A value has no line boundaries to cut at. An array, objects one after another, or a records_field
+list, over unit_bytes (compressed or not) is cut between its records by a scan at plan time
+(json_cuts.py), and each unit reads its range a piece at a time (iter_range_groups). Anything else
+(a smaller file; one the scan cannot follow) is one unit, read and parsed whole
 (memory: the parsed records, several times the file's size). A record's position is its index in its
 list (`row` in rejects), however the file was cut.
 """
@@ -120,11 +121,12 @@ def read_document(data: bytes, records_field: str | None, path: str) -> list | N
     return records_of(value, records_field, path)
 
 
-def range_payload(kind: str, first: int, pieces: list[int]) -> bytes:
+def range_payload(kind: str, first: int, pieces: list[int], closes: bool) -> bytes:
     """What a unit that is a range of one big JSON value (json_cuts.py) carries to its worker: the
-    value's kind ("array" or "objects"), how many records come before the range, and the offsets
-    inside it where records end, about every PIECE_BYTES (cut by the same scan)."""
-    return f"{kind}:{first}:{','.join(map(str, pieces))}".encode()
+    value's kind ("array" or "objects"), how many records come before the range, the offsets inside
+    it where records end, about every PIECE_BYTES (cut by the same scan), and whether it ends with
+    the array's `]` (the file's last unit; a records_field list's, which ends before its file)."""
+    return f"{kind}:{first}:{','.join(map(str, pieces))}:{int(closes)}".encode()
 
 
 def iter_range_groups(stream, unit: WorkUnit) -> Iterator[tuple[list[int], list]]:
@@ -136,23 +138,23 @@ def iter_range_groups(stream, unit: WorkUnit) -> Iterator[tuple[list[int], list]
     scan of its own in the worker to find them cost 0.45 s more.
 
     A piece of an array opens with the comma before its first record (the file's first: with the
-    BOM, whitespace and `[`), and the file's last ends with `]`. Each piece parses alone; so the
-    records are the whole value's exactly when every piece parses. A piece that does not is a
-    damaged file: a PrepError naming its bytes (read whole, the file would have been JSON Lines, one
-    reject per line)."""
-    kind, first, inner = unit.payload.decode().split(":")
+    BOM, whitespace and `[`; a records_field list's first: with its `[`), and the array's last ends
+    with `]`. Each piece parses alone; so the records are the whole value's exactly when every piece
+    parses. A piece that does not is a damaged file: a PrepError naming its bytes (read whole, the
+    file would have been JSON Lines, one reject per line)."""
+    kind, first, inner, closes = unit.payload.decode().split(":")
     bounds = [unit.start, *(int(p) for p in inner.split(",") if p), unit.end]
     row = int(first)
     for at, end in zip(bounds[:-1], bounds[1:]):
         data = stream.read(end - at if end >= 0 else -1)
-        records = _piece_records(data, kind, at, end < 0, unit.path)
+        records = _piece_records(data, kind, at, closes == "1" and end == unit.end, unit.path)
         yield list(range(row, row + len(records))), records
         row += len(records)
 
 
 def _piece_records(data: bytes, kind: str, at: int, last: bool, path: str) -> list:
-    """The records of a piece of one big JSON value (iter_range_groups) at file offset `at`, the
-    file's last piece when `last`."""
+    """The records of a piece of one big JSON value (iter_range_groups) at file offset `at`; `last`:
+    the piece that ends with the array's `]`."""
     where = f"{path}: bytes {at}-{at + len(data)}"
     if kind == "objects":
         records = concatenated_objects(data, least=1)

@@ -4,10 +4,9 @@ Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every li
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
 be entered mid-stream: it is cut into ranges of its decompressed bytes, which the parent decompresses
 once into a window file per unit (pipeline.spool). A file that is one JSON array of records instead,
-or pretty-printed objects one after another, is cut between its records (json_cuts.py; compressed,
-at its decompressed bytes, again through windows); one JSON object holding the records in a list
-(`source.records_field`) is read whole, as one unit (json_array.py). A UTF-8 BOM at a file's start
-is cut.
+pretty-printed objects one after another, or one JSON object holding the records in a list
+(`source.records_field`; json_array.py), is cut between its records (json_cuts.py; compressed, at
+its decompressed bytes, again through windows). A UTF-8 BOM at a file's start is cut.
 """
 
 from __future__ import annotations
@@ -93,54 +92,57 @@ def input_bytes(source: SourceConfig, files: list[str], unit_bytes: int) -> int:
 
 
 def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: int) -> list[WorkUnit]:
-    so = source.storage_options
-    if source.records_field is not None:  # every file is one JSON object: read whole (json_array.py)
-        units = [WorkUnit(0, source_index, fi, p, "jsonl", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
-        for u in units:
-            _warn_big_document(u.path, u.size, "")
-        return units
+    so, field = source.storage_options, source.records_field
     units = plan_byte_ranges(source_index, files, unit_bytes, "jsonl", so, split_compressed=True)
     cut = {u.file_index for u in units if (u.start, u.end) != (0, -1)}
-    whole = {fi for fi in cut if _holds_a_document(files[fi], so)}
-    if not whole:
-        return units
     # one JSON array or object has no line boundaries to cut at: cut between its records instead
-    # (json_cuts.py), or one unit for the whole file
+    # (json_cuts.py), or one unit for the whole file. With records_field every file is one object.
+    values = cut if field is not None else {fi for fi in cut if _holds_a_document(files[fi], so)}
+    if not values and field is None:
+        return units
     out: list[WorkUnit] = []
     for u in units:
-        if u.file_index not in whole:
-            out.append(u)
-        elif u.start == 0:
-            out += _value_units(source_index, u.file_index, u.path, so, unit_bytes)
+        if u.file_index in values:
+            if u.start == 0:
+                out += _value_units(source_index, u.file_index, u.path, so, unit_bytes, field)
+            continue
+        if field is not None:
+            _warn_big_document(u.path, u.size, "")
+        out.append(u)
     return out
 
 
 def _value_units(source_index: int, fi: int, path: str, storage_options: dict | None,
-                 unit_bytes: int) -> list[WorkUnit]:
+                 unit_bytes: int, field: str | None) -> list[WorkUnit]:
     """A file holding one big JSON value: ranges between its records, each knowing how many records
-    come before it (json_cuts.py), or one unit for the whole file when it cannot be cut."""
+    come before it (json_cuts.py), or one unit for the whole file when it cannot be cut. `field`:
+    the records are the list under this key of the file's object (source.records_field)."""
     size = file_size(path, storage_options)
     whole = WorkUnit(0, source_index, fi, path, "jsonl", 0, -1, size)
     piece = min(unit_bytes, json_cuts.PIECE_BYTES)
+    # the JSON's size: a compressed file's decompressed size (planned here; measured by the scan)
+    json_bytes = planned_decompressed_size(path, size, storage_options) if compression_of(path) else size
     try:
-        if compression_of(path):
-            # its decompressed bytes, scanned here once, and spooled into exact windows for the units
-            # (pipeline.spool): units and sizes count decompressed bytes, as compressed JSON Lines' do
-            planned = planned_decompressed_size(path, size, storage_options)  # for the progress display
+        if compression_of(path) or field is not None:
+            # read once from the start: a compressed file's decompressed bytes, scanned here, then
+            # spooled into exact windows for the units (pipeline.spool), whose offsets and sizes count
+            # decompressed bytes, as compressed JSON Lines' do; or the list under `field` in its object
             stream, raw = open_input(path, storage_options)
             with raw, stream, decode_errors(path, raw):
-                cuts, kind, why, size = json_cuts.scan_stream_cuts(stream, piece, path, planned)
+                cuts, kind, why, (start, end) = json_cuts.scan_stream_cuts(stream, piece, path, json_bytes, field)
         else:
             cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size, piece, path)
+            start, end = 0, size
     except (OSError, PrepError):  # unreadable now, or damaged: one unit, whose worker says why
         return [whole]
-    units = json_cuts.unit_bounds(cuts, size, unit_bytes)
+    units = json_cuts.unit_bounds(cuts, end, unit_bytes, start)
     if len(units) == 1:
-        _warn_big_document(path, size, why)
+        _warn_big_document(path, max(json_bytes, end), why)
         return [whole]
-    return [WorkUnit(0, source_index, fi, path, "jsonl", start, end if end < size else -1, end - start,
-                     payload=json_array.range_payload(kind, first, inner))
-            for start, end, first, inner in units]
+    # the last unit runs to the file's end (-1), but a records_field list's ends at its `]`
+    return [WorkUnit(0, source_index, fi, path, "jsonl", a, -1 if b == end and field is None else b, b - a,
+                     payload=json_array.range_payload(kind, first, inner, closes=b == end))
+            for a, b, first, inner in units]
 
 
 # A whole-file JSON value above this gets a warning: one worker parses it whole, holding ~5x its size

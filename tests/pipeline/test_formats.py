@@ -251,10 +251,10 @@ def test_records_field_reads_files_that_are_one_json_object(tmp_path):
 
 
 def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(tmp_path):
-    """A JSON array, or jq's objects one after another, over unit_bytes is cut between its records
-    (json_cuts.py; a compressed one's ranges are spooled windows): the dataset of the same records as
-    JSON Lines, the val split of the array read whole (positions are the records' indexes either
-    way), and the same shards for any worker count."""
+    """A JSON array, jq's objects one after another, or a records_field list, over unit_bytes is cut
+    between its records (json_cuts.py; a compressed one's ranges are spooled windows): the dataset of
+    the same records as JSON Lines, the val split of the array read whole (positions are the records'
+    indexes either way), and the same shards for any worker count."""
     texts = corpus_texts(1500)
     records = [{"id": i, "text": t} for i, t in enumerate(texts)]
     d = tmp_path / "data"
@@ -264,19 +264,25 @@ def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(t
     (d / "jq.json").write_text("".join(json.dumps(r, indent=2) + "\n" for r in records))
     (d / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (d / "jq.json.zst").write_bytes(zstandard.ZstdCompressor().compress((d / "jq.json").read_bytes()))
-    for name in ("a.json", "jq.json", "a.json.gz", "jq.json.zst"):
-        r = Recipe.from_dict({"name": "t", "source": {"path": str(d / name)}, "tokenizer": {"path": "t"},
+    obj = json.dumps({"version": 2, "data": records, "splits": ["train"]}, indent=1).encode()
+    (d / "obj.json").write_bytes(obj)  # records under records_field: its list is cut
+    (d / "obj.json.gz").write_bytes(gzip.compress(obj, 1))
+    sources = {name: {"path": str(d / name), **({"records_field": "data"} if name.startswith("obj") else {})}
+               for name in ("a.json", "jq.json", "a.json.gz", "jq.json.zst", "obj.json", "obj.json.gz")}
+    for name, source in sources.items():
+        r = Recipe.from_dict({"name": "t", "source": source, "tokenizer": {"path": "t"},
                               "output": {"dir": "o"}, "unit_bytes": 65536})
         assert len(plan_units(r)) > 3, name
     one = {"shard_tokens": 10**9}
     ref = shard_bytes(run(tmp_path, {"path": str(d / "c.jsonl")}, "lines", output=one))
-    for name in ("a.json", "jq.json", "a.json.gz", "jq.json.zst"):
-        assert shard_bytes(run(tmp_path, {"path": str(d / name)}, name, workers=2, output=one)) == ref, name
+    for name, source in sources.items():
+        assert shard_bytes(run(tmp_path, source, name, workers=2, output=one)) == ref, name
     split = {"shard_tokens": 10**9, "val_fraction": 0.2}
     cut = run(tmp_path, {"path": str(d / "a.json")}, "cut", workers=2, output=split)
     spooled = run(tmp_path, {"path": str(d / "a.json.gz")}, "spooled", workers=2, output=split)
     whole = run(tmp_path, {"path": str(d / "a.json")}, "whole", output=split, unit_bytes=1 << 30)
-    assert shard_bytes(cut) == shard_bytes(spooled) == shard_bytes(whole)
+    field = run(tmp_path, sources["obj.json"], "field", workers=2, output=split)
+    assert shard_bytes(cut) == shard_bytes(spooled) == shard_bytes(whole) == shard_bytes(field)
     assert read_manifest(cut).splits["val"].num_docs > 100
     j1 = run(tmp_path, {"path": str(d / "a.json")}, "j1", output={"val_fraction": 0.2})
     j2 = run(tmp_path, {"path": str(d / "a.json")}, "j2", workers=2, output={"val_fraction": 0.2})

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from pipeline.errors import PrepError, SchemaError
+from pipeline.readers import json_cuts, plan_units
 from pipeline.readers import jsonl as jsonl_reader
-from pipeline.readers import plan_units
 from pipeline.recipe import Recipe, SourceConfig
 from tests.pipeline.readers import readerkit
 
@@ -77,7 +77,9 @@ def test_an_object_gives_the_records_under_records_field(tmp_path, layout):
     path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
     source = SourceConfig(path=str(path), records_field="result.items" if layout == "nested" else "data")
     units, texts, positions, bad = read_all(source, [str(path)], unit_bytes=4096)
-    assert len(units) == 1 and (units[0].start, units[0].end) == (0, -1)  # read whole, over unit_bytes
+    # cut between the list's records (test_json_cuts.py): from its `[` to its `]`
+    assert len(units) > 5 and data[units[0].start:units[0].start + 1] == b"["
+    assert data.rstrip()[units[-1].end - 1:units[-1].end] == b"]" if layout != "gzip" else units[-1].end > 0
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
@@ -176,11 +178,13 @@ def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, mo
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(big)]
     assert "read whole by one worker" in caplog.text and "jq -c '.[]'" in caplog.text
     caplog.clear()
-    obj = tmp_path / "obj.json"
-    obj.write_text(json.dumps({"data": RECORDS}))
+    obj = tmp_path / "obj.json"  # its list starts past the bytes searched for it: read whole (test_json_cuts.py)
+    obj.write_text(json.dumps({"about": "x" * 5000, "data": RECORDS}))
+    monkeypatch.setattr(json_cuts, "HEAD_BYTES", 4096)
     with caplog.at_level("WARNING", logger="prep"):
         jsonl_reader.plan(SourceConfig(path=str(obj), records_field="data"), 0, [str(obj)], 4096)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(obj)]
+    assert "'data' does not begin in the file's first 4096 bytes" in caplog.text
 
 
 @pytest.mark.parametrize("indent", [0, 2, 4])

@@ -7,6 +7,7 @@ import io
 import json
 import re
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,11 +62,15 @@ def cuts_of(data: bytes, unit_bytes: int = 1, block: int = 7, segment: int = 50,
         return json_cuts.scan_cuts(lambda: io.BytesIO(data), len(data), unit_bytes, threads=threads)
 
 
-def reference_cuts(data: bytes, how: str, piece: int) -> list[tuple[int, int]]:
+def reference_cuts(data: bytes, how: str, piece: int, start: int = 0) -> list[tuple[int, int]]:
     """The first record separator at or after each multiple of `piece`, with the records before it,
-    found one byte at a time: an array's commas at depth 1, the ends of objects back at depth 0."""
-    seps, depth, in_string, escaped = [], 0, False, False
-    for i, b in enumerate(data):
+    found one byte at a time: an array's commas at depth 1, the ends of objects back at depth 0. From
+    `start` (a records_field list's `[`) to where the array closes."""
+    seps, depth, in_string, escaped, opened = [], 0, False, False, False
+    for i, b in enumerate(data[start:], start):
+        if how == "array" and opened and depth == 0:
+            break
+        opened = opened or depth > 0
         if in_string:
             in_string, escaped = (in_string, False) if escaped else (b != 0x22, b == 0x5C)
         elif b == 0x22:
@@ -111,7 +116,7 @@ def test_a_cut_value_reads_as_the_value_read_whole(tmp_path_factory, records, ho
         assert (kind, why) == (how, "") and cuts == cuts_of(data, piece, block, segment, threads=3)[0]
         assert cuts == reference_cuts(data, how, piece)
         # a compressed file's decompressed stream, read once in order: the same cuts, and its size
-        assert json_cuts.scan_stream_cuts(io.BytesIO(data), piece) == (cuts, how, "", len(data))
+        assert json_cuts.scan_stream_cuts(io.BytesIO(data), piece) == (cuts, how, "", (0, len(data)))
     _, whole = read_all(path, WHOLE)
     assert cut == whole
     assert whole[1] == [i for i, r in enumerate(records) if isinstance(r, dict) and isinstance(r.get("text"), str)]
@@ -320,3 +325,73 @@ def test_read_ahead_gives_the_blocks_in_order_and_ends_its_thread(blocks, depth,
     assert got == blocks[:at] if how != "exhaust" else got == blocks
     assert not [t for t in threading.enumerate() if t.name == "prep-read-ahead"]
     assert len(calls) <= at + depth + 2 or how == "exhaust"  # stopped reading soon after the consumer
+
+
+key = st.text(alphabet='ab"\\[]{},: é', max_size=4)
+wrapper = st.dictionaries(key, json_value, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record, min_size=1, max_size=20), st.sampled_from(["data", "a.rows", "é\"[.x"]),
+       st.lists(st.tuples(wrapper, wrapper), min_size=2, max_size=2), st.sampled_from([None, 0, 2]),
+       st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64), st.integers(1, 9))
+def test_a_records_field_list_cut_reads_as_the_object_read_whole(tmp_path_factory, records, field, around, indent,
+                                                                 ascii_only, bom, unit_bytes, piece, block):
+    """An object holding its records in a list under records_field (keys before and after it, at
+    each level of a dotted path, with structure-like strings) is cut between the list's records: the
+    records, positions and rejects of the object read whole; the list found is exactly the one under
+    the key, and its cuts are those of the byte-at-a-time reference from its `[` to its `]`."""
+    parts = field.split(".")
+    doc = records
+    for part, (before, after) in zip(reversed(parts), around):
+        doc = {**{k: v for k, v in before.items() if k != part}, part: doc,
+               **{k: v for k, v in after.items() if k != part and k not in before}}
+    data = (b"\xef\xbb\xbf" if bom else b"") + json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode()
+    path = tmp_path_factory.mktemp("field") / "a.json"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(json_cuts, "PIECE_BYTES", piece)
+        mp.setattr(json_cuts, "SCAN_BLOCK", block)
+        units, cut = read_all(path, unit_bytes, records_field=field)
+        cuts, kind, why, (lo, hi) = json_cuts.scan_stream_cuts(io.BytesIO(data), piece, field=field)
+    assert (kind, why) == ("array", "") and orjson.loads(data[lo:hi]) == records
+    assert cuts == reference_cuts(data, "array", piece, lo)
+    assert cut == read_all(path, WHOLE, records_field=field)[1]
+    assert units[0].start in (0, lo) and all(u.start > lo and data[u.start:u.start + 1] == b"," for u in units[1:])
+    # cut wherever a unit's worth of the list lies before one of its cuts (not only when convenient)
+    if len(data) > unit_bytes:
+        assert (len(units) > 1) == any(c >= (lo // unit_bytes + 1) * unit_bytes for c, _ in cuts)
+
+
+@pytest.mark.parametrize("body, why", [
+    ('{"data": [{"text": "a"}, {"text": "b"}], "data": [{"text": "c"}]}', "a key appears twice"),
+    ('{"a": {"data": [{"text": "a"}, {"text": "b"}]}, "a": {"data": [{"text": "c"}]}}', "a key appears twice"),
+    ('{"data": [{"text": "a"}, {"text": "b"}], "z": "' + "x" * 200 + '"}', "more than 100 bytes follow"),
+    ('{"z": "' + "x" * 200 + '", "data": [{"text": "a"}, {"text": "b"}]}', "does not begin in the file's first 100"),
+    ('{"data": [{"text": "a"}, {"text": "b"}', "is not closed"),
+    ('{"data": [{"text": "a"}, {"text": "b"}]] }', "do not make one JSON object"),
+    ('{"data": {"text": "a"}, "b": [{"text": "b"}, {"text": "c"}]}', "'data' is not a list"),
+    ('{"other": [{"text": "a"}, {"text": "b"}]}', "no key 'data'"),
+    ('[{"text": "a"}, {"text": "b"}]', "does not open with an object"),
+])
+def test_a_records_field_list_that_cannot_be_cut_is_read_whole(tmp_path, monkeypatch, body, why):
+    """A later key of the same name (orjson keeps the last), a list not near the file's start or
+    end, a damaged file, or one not of the recipe's shape: one unit, read whole as before."""
+    monkeypatch.setattr(json_cuts, "HEAD_BYTES", 100)
+    monkeypatch.setattr(json_cuts, "TAIL_BYTES", 100)
+    field = "a.data" if body.startswith('{"a"') else "data"
+    found = json_cuts.scan_stream_cuts(io.BytesIO(body.encode()), 1, field=field)
+    assert found[0] == [] and why in found[2]
+    path = tmp_path / "a.json"
+    path.write_text(body)
+    assert [(u.start, u.end) for u in jsonl_reader.plan(SourceConfig(path=str(path), records_field=field), 0,
+                                                        [str(path)], 1)] == [(0, -1)]
+
+
+def test_the_records_field_key_is_found_past_values_that_look_like_it():
+    head = (b'\xef\xbb\xbf {"note": "\\"data\\": [", "n": -1.5e3, "t": true, "x": null, "deep": {"data": [1, ["]"]]},'
+            b' "list": [{"data": []}, "}"], "d\\u0061ta" : \n [ {"text": "a"}')
+    at, why = json_cuts.field_start(head, "data")
+    assert why == "" and head[at:at + 3] == b"[ {" and head[:at].endswith(b': \n ')
+    assert json_cuts.field_start(b'{"deep": {"x": 1, "data": [', "deep.data") == (26, "")
+    assert "does not begin" in json_cuts.field_start(b'{"a": "unterminated', "data")[1]
