@@ -92,17 +92,20 @@ def test_torn_journal_line_is_dropped_and_its_unit_redone(tmp_path, recipe, refe
     assert_complete(out, reference)
 
 
-@pytest.mark.parametrize("name", ["a.json", "a.json.zst"])
+@pytest.mark.parametrize("name", ["a.json", "a.json.zst", "obj.json"])
 def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus, name):
     """The cuts of a JSON array (json_cuts.py) come from its bytes alone (a compressed one's, from its
-    decompressed bytes; its units read spooled windows): a killed run's plan is the re-run's, whose
-    finished units are kept and whose dataset is the uninterrupted run's."""
+    decompressed bytes, its units reading spooled windows; a records_field list's, from its object's):
+    a killed run's plan is the re-run's, whose finished units are kept and whose dataset is the
+    uninterrupted run's."""
     import zstandard
     from faultkit import snapshot, write_recipe
     array = tmp_path / name
-    data = json.dumps([json.loads(line) for line in corpus.read_text().splitlines()], indent=2).encode()
+    records = [json.loads(line) for line in corpus.read_text().splitlines()]
+    data = json.dumps({"v": 1, "data": records} if name.startswith("obj") else records, indent=2).encode()
     array.write_bytes(zstandard.ZstdCompressor().compress(data) if name.endswith(".zst") else data)
-    recipe = write_recipe(tmp_path, array, source={"path": str(array), "text_field": "text"})
+    field = {"records_field": "data"} if name.startswith("obj") else {}
+    recipe = write_recipe(tmp_path, array, source={"path": str(array), "text_field": "text", **field})
     reference = tmp_path / "reference"
     assert run_prep(recipe, reference, workers=2).returncode == 0
     out = tmp_path / "out"
