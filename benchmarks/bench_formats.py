@@ -67,6 +67,9 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
     (d / "array.json").write_text(json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")
     (d / "jq.json").write_text("".join(json.dumps(r, indent=2, ensure_ascii=False) + "\n" for r in records),
                                encoding="utf-8")
+    (d / "array.json.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress((d / "array.json").read_bytes()))
+    (d / "object.json").write_text(json.dumps({"version": "1.0", "data": records}, indent=2, ensure_ascii=False),
+                                   encoding="utf-8")
     for name, delim in (("c.csv", ","), ("c.tsv", "\t")):
         with open(d / name, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, delimiter=delim)
@@ -96,6 +99,8 @@ def write_formats(d: Path, texts: list[str]) -> dict[str, tuple[dict, list[Path]
         "jsonl.zst": ({"path": str(d / "c.jsonl.zst")}, [d / "c.jsonl.zst"]),
         "json array (indent 2)": ({"path": str(d / "array.json")}, [d / "array.json"]),
         "json objects, jq layout": ({"path": str(d / "jq.json")}, [d / "jq.json"]),
+        "json array, .zst": ({"path": str(d / "array.json.zst")}, [d / "array.json.zst"]),
+        "json object, records_field": ({"path": str(d / "object.json"), "records_field": "data"}, [d / "object.json"]),
         "csv": ({"path": str(d / "c.csv")}, [d / "c.csv"]),
         "csv.zst": ({"path": str(d / "c.csv.zst")}, [d / "c.csv.zst"]),
         "tsv": ({"path": str(d / "c.tsv")}, [d / "c.tsv"]),
@@ -226,8 +231,9 @@ def write_report(rows, args, texts) -> None:
         "",
         "Notes:",
         f"- work units at unit_bytes {UNIT_BYTES >> 20} MiB: plain JSONL/CSV/TSV/separated text are cut into byte "
-        "ranges (CSV only at newlines proven outside quotes by one parent scan; a JSON array or jq's objects "
-        "between records, found by one parent scan of strings and brackets); .gz/.zst into ranges of their "
+        "ranges (CSV only at newlines proven outside quotes by one parent scan; a JSON array, jq's objects or "
+        "a records_field list between records, found by one parent scan of strings and brackets, of the "
+        "decompressed stream for a .zst); .gz/.zst into ranges of their "
         "decompressed bytes, which a parent thread decompresses once into per-unit windows (pipeline/spool.py; "
         "for CSV it moves each range to a proven record start); Parquet by row groups; text files grouped; a "
         "saved HF dataset by row ranges; a streamed HF dataset by its own shards (one per data file).",
