@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
+import re
 import string
 import sys
 from itertools import accumulate
@@ -157,7 +158,29 @@ class TextExtractor:
 def _type_error(name: str, value) -> RecordError:
     if value is None:
         return RecordError("null_text", f"{name!r} is null")
+    if isinstance(value, dict):  # its keys: say, row labels (pandas_layout)
+        return RecordError("non_string_text", f"{name!r} is an object ({list_keys(value)})")
     return RecordError("non_string_text", f"{name!r} is {type(value).__name__}")
+
+
+def pandas_layout(keys: list[str], values_are_objects: bool) -> str:
+    """pandas' DataFrame.to_json layout of a JSON object with these keys, or "": orient='split'
+    (columns, index, data), 'columns' (pandas' default: each column an object of row label -> value;
+    `values_are_objects`: the keys are those row labels) or 'index' (row labels -> records)."""
+    if {"columns", "index", "data"} <= set(keys[:4]):
+        return "orient='split'"
+    if keys[:2] == ["0", "1"]:
+        return "orient='columns', its default" if values_are_objects else "orient='index'"
+    return ""
+
+
+def pandas_layout_of_reject(detail: str) -> str:
+    """pandas_layout of a file's one record from its reject's detail: "no 'text'; the record has '0',
+    '1', ..." (index, split) or "'text' is an object ('0', '1', ...)" (columns)."""
+    for lead, objects in (("the record has ", False), ("is an object (", True)):
+        if lead in detail:
+            return pandas_layout(re.findall(r"'([^']*)'", detail.split(lead, 1)[1]), objects)
+    return ""
 
 
 # A batch also closes at this many characters (~0.7 M GPT-2 tokens: the per-document id arrays and

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import PrepError, SchemaError
-from pipeline.filters import BATCH_CHARS, DEDUP_DIR, Batcher, DedupLog, batch_cut
+from pipeline.filters import BATCH_CHARS, DEDUP_DIR, Batcher, DedupLog, batch_cut, pandas_layout_of_reject
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -266,9 +266,17 @@ class _Pending:
 def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> None:
     """SchemaError when no record of a file's first unit had the text field and most rejects say so:
     a recipe naming the wrong field (say `content` for records holding `text`) would otherwise reject
-    every record of every file and end in an empty dataset, exit 0."""
+    every record of every file and end in an empty dataset, exit 0. So too for a file that pandas'
+    DataFrame.to_json wrote in a layout other than records (its default among them)."""
     missing = bad.counts.get("missing_field", 0)
-    if texts or not missing or 2 * missing < len(bad.rows) or bad.counts.keys() & FILTERED:
+    if texts or bad.counts.keys() & FILTERED:
+        return
+    layout = pandas_layout_of_reject(bad.rows[0].get("detail", "")) if len(bad.rows) == 1 and unit.format == "jsonl" else ""
+    if layout:
+        raise SchemaError(f"{unit.path}: its one record, a table in pandas' DataFrame.to_json layout ({layout}): "
+                          f"{bad.rows[0]['detail']}; write it one record per line, as "
+                          "df.to_json(path, orient='records', lines=True), and read that")
+    if not missing or 2 * missing < len(bad.rows):
         return
     first = next(r for r in bad.rows if r["reason"] == "missing_field")
     at = (f"line {first['line']}" if "line" in first else f"row {first['row']}" if "row" in first

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +189,24 @@ def test_every_bad_record_reason_is_counted_and_listed(tmp_path):
     assert read_manifest(replaced).splits["train"].num_docs == 3
     with pytest.raises(PrepError, match=r"a\.jsonl at line 2: malformed_json"):
         run(tmp_path, {"path": str(d / "a.jsonl")}, "strict", on_bad_record="error")
+
+
+@pytest.mark.parametrize("orient, indent", [(None, 0), (None, 2), ("index", 0), ("index", 2), ("split", 0), ("split", 2)])
+def test_a_pandas_table_layout_stops_the_run_with_the_way_to_json_lines(tmp_path, orient, indent):
+    """DataFrame.to_json's default layout (orient='columns') is one record whose text field holds
+    {row label: text}: it was one non_string_text reject and an empty dataset, exit 0. It, and the
+    'index' and 'split' layouts, now stop the run with the pandas call that writes JSON Lines."""
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "df.json"
+    frame = pd.DataFrame({"id": range(4), "text": [f"row {i}" for i in range(4)]})
+    frame.to_json(path, **({"orient": orient} if orient else {}), indent=indent)
+    layout = {None: "orient='columns', its default", "index": "orient='index'", "split": "orient='split'"}[orient]
+    # one line: its one record is rejected; pretty-printed: the file read whole is one object
+    with pytest.raises(SchemaError, match=r"df\.json: (its one record|the file is one JSON object), a table in pandas' "
+                                          + re.escape(f"DataFrame.to_json layout ({layout})") + ".*orient='records', lines=True"):
+        run(tmp_path, {"path": str(path)}, f"pandas_{orient}_{indent}")
+    frame.to_json(path, orient="records", lines=True)  # the fix it names reads
+    assert read_manifest(run(tmp_path, {"path": str(path)}, "fixed")).splits["train"].num_docs == 4
 
 
 def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
