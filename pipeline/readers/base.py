@@ -36,7 +36,7 @@ from pipeline.errors import PrepError
 from pipeline.recipe import is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planned_head", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -159,11 +159,13 @@ def planning():
     global _sizes
     _sizes = {}
     _planned.clear()
+    _heads.clear()
     try:
         yield
     finally:
         _sizes = None
         _planned.clear()
+        _heads.clear()
 
 
 # listeners (path, bytes scanned, file size) of the plan's scans of whole files (CSV's quote parity,
@@ -313,6 +315,17 @@ SAMPLE_BYTES = 1 << 20
 TRUST_DECLARED = 0.8
 PLAN_MARGIN = 1.5
 _planned: dict[tuple[str, int], int] = {}  # (path, size): planned size, within `planning()`
+# path: the first HEAD_BYTES of the decompressed sample, within `planning()`: whether the file
+# is JSON Lines or one JSON value is told from them (readers.jsonl) without opening it again, which
+# for a URL is one more request per file (a 5 MB block on s3fs)
+_heads: dict[str, bytes] = {}
+HEAD_BYTES = 256
+
+
+def planned_head(path: str) -> bytes | None:
+    """The first HEAD_BYTES of a compressed file's decompressed bytes, as its planned size's sample
+    read them (None: not sampled while planning)."""
+    return _heads.get(path)
 
 
 def planned_decompressed_size(path: str, size: int, storage_options: dict | None = None) -> int:
@@ -325,11 +338,12 @@ def planned_decompressed_size(path: str, size: int, storage_options: dict | None
         return _plan_size(path, size, storage_options)
     key = (path, size)
     if key not in _planned:
-        _planned[key] = _plan_size(path, size, storage_options)
+        _planned[key] = _plan_size(path, size, storage_options, keep_head=True)
     return _planned[key]
 
 
-def _plan_size(path: str, size: int, storage_options: dict | None) -> int:
+def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bool = False) -> int:
+    """`keep_head`: keep the sample's first HEAD_BYTES (planned_head)."""
     declared = decompressed_size(path, size, storage_options) or 0
     sampled = size > SAMPLE_BYTES  # else the whole file is decompressed: its size, exactly
     out = 0
@@ -339,8 +353,13 @@ def _plan_size(path: str, size: int, storage_options: dict | None) -> int:
         # those bytes (it may read ahead of what it has decoded, so raw.tell() would not say)
         stream, _ = decompressor(path, _Prefix(raw, SAMPLE_BYTES) if sampled else raw)
         with raw, stream:
+            head = b""
             while block := stream.read(1 << 16):
                 out += len(block)
+                if len(head) < HEAD_BYTES:
+                    head += block[:HEAD_BYTES - len(head)]
+                    if keep_head:
+                        _heads[path] = head
     except Exception:  # cut short by the sample's end; else damaged (or unreadable: 0, one unit, which reports why)
         if not sampled:
             return declared if compression_of(path) == "zstd" and declared >= out else out

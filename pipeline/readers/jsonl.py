@@ -39,6 +39,7 @@ from pipeline.readers.base import (
     open_raw,
     open_unit,
     planned_decompressed_size,
+    planned_head,
     ranged_input_bytes,
     without_bom,
 )
@@ -163,7 +164,10 @@ def _holds_a_document(path: str, storage_options: dict | None) -> bool:
     """Whether a file to be cut into ranges is one JSON array or object instead (json_array.py). A URL's
     first bytes come in one range request (opening it would fetch a whole read block, 5 MB on s3fs,
     per file of the plan): 256 of a plain file, HEAD_COMPRESSED_BYTES of a compressed one, whose
-    decompressed start is looked at."""
+    decompressed start is looked at: the start its planned size's sample read, when it was (no
+    request at all then)."""
+    if compression_of(path) and (head := planned_head(path)) is not None:
+        return json_array.head_starts_a_document(head)
     try:
         if is_url(path):
             import fsspec
