@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import unittest.mock as mock
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,6 +43,19 @@ def recipe(sources, out: str, options: dict | None = None, workers: int = 1, **o
         output["storage_options"] = options
     return Recipe.from_dict({"name": "s3", "sources": sources, "tokenizer": {"path": str(DEMO_TOKENIZER)},
                              "output": output, "num_workers": workers, "unit_bytes": 65536})
+
+
+@contextlib.contextmanager
+def ranges_read(fs):
+    """The (start, end) of each cat_file request made within (the plan's range reads); the plan gets
+    this filesystem instance again (fsspec caches filesystems by their options)."""
+    reads, real = [], fs.cat_file
+
+    def counting(path, start=None, end=None, **kw):
+        reads.append((start, end))
+        return real(path, start=start, end=end, **kw)
+    with mock.patch.object(fs, "cat_file", counting):
+        yield reads
 
 
 def local_tree(out: Path) -> dict[str, bytes]:
@@ -189,14 +204,7 @@ def test_a_json_array_on_s3_is_told_from_its_first_bytes_and_cut_between_its_rec
         f.write(text)
     with fs.open("prep-test/arr/b.jsonl", "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in records))
-    reads = []
-    real = fs.cat_file  # the plan gets this instance again (fsspec caches filesystems by their options)
-
-    def counting(path, start=None, end=None, **kw):
-        reads.append((start, end))
-        return real(path, start=start, end=end, **kw)
-    import unittest.mock as mock
-    with mock.patch.object(fs, "cat_file", counting):
+    with ranges_read(fs) as reads:
         r = recipe([{"path": "s3://prep-test/arr/*", "format": "jsonl", "storage_options": options}], str(tmp_path / "o"))
         units = plan_units(r)
     by_file = {}
@@ -231,14 +239,7 @@ def test_a_compressed_json_array_on_s3_is_cut_like_a_local_copy(tmp_path, s3):
     (tmp_path / "a.json.gz").write_bytes(packed)
     url = recipe([{"path": "s3://prep-test/gz/a.json.gz", "storage_options": options}], str(tmp_path / "out"))
     local = recipe([{"path": str(tmp_path / "a.json.gz")}], str(tmp_path / "here"))
-    heads = []
-    real = fs.cat_file  # the plan gets this instance again (fsspec caches filesystems by their options)
-
-    def counting(path, start=None, end=None, **kw):
-        heads.append((start, end))
-        return real(path, start=start, end=end, **kw)
-    import unittest.mock as mock
-    with mock.patch.object(fs, "cat_file", counting):
+    with ranges_read(fs) as heads:
         units = plan_units(url)
     assert heads == []  # the sample's start told it
     assert len(units) > 5 and all(u.payload for u in units)
