@@ -163,6 +163,9 @@ def _type_error(name: str, value) -> RecordError:
     return RecordError("non_string_text", f"{name!r} is {type(value).__name__}")
 
 
+PANDAS_FIX = "write it one record per line, as df.to_json(path, orient='records', lines=True), and read that"
+
+
 def pandas_layout(keys: list[str], values_are_objects: bool) -> str:
     """pandas' DataFrame.to_json layout of a JSON object with these keys, or "": orient='split'
     (columns, index, data), 'columns' (pandas' default: each column an object of row label -> value;

@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import PrepError, SchemaError
-from pipeline.filters import BATCH_CHARS, DEDUP_DIR, Batcher, DedupLog, batch_cut, pandas_layout_of_reject
+from pipeline.filters import (
+    BATCH_CHARS,
+    DEDUP_DIR,
+    PANDAS_FIX,
+    Batcher,
+    DedupLog,
+    batch_cut,
+    pandas_layout_of_reject,
+)
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.recipe import Recipe
@@ -274,8 +282,7 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     layout = pandas_layout_of_reject(bad.rows[0].get("detail", "")) if len(bad.rows) == 1 and unit.format == "jsonl" else ""
     if layout:
         raise SchemaError(f"{unit.path}: its one record, a table in pandas' DataFrame.to_json layout ({layout}): "
-                          f"{bad.rows[0]['detail']}; write it one record per line, as "
-                          "df.to_json(path, orient='records', lines=True), and read that")
+                          f"{bad.rows[0]['detail']}; {PANDAS_FIX}")
     if not missing or 2 * missing < len(bad.rows):
         return
     first = next(r for r in bad.rows if r["reason"] == "missing_field")

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import orjson
 
 from pipeline.errors import PrepError, SchemaError
-from pipeline.filters import Batcher, RecordError, TextExtractor, list_keys, pandas_layout
+from pipeline.filters import PANDAS_FIX, Batcher, RecordError, TextExtractor, list_keys, pandas_layout
 from pipeline.readers.base import (
     BOM,
     READ_ROWS,
@@ -94,8 +94,7 @@ def records_of(value: list | dict, records_field: str | None, path: str) -> list
         layout = pandas_layout(list(value), False) or (isinstance(first, dict) and pandas_layout(list(first), True))
         if layout:
             raise SchemaError(f"{path}: the file is one JSON object, a table in pandas' DataFrame.to_json layout "
-                              f"({layout}); write it one record per line, as df.to_json(path, orient='records', "
-                              "lines=True), and read that")
+                              f"({layout}); {PANDAS_FIX}")
         raise SchemaError(f"{path}: the file is one JSON object (keys {list_keys(value)}), not JSON Lines or an array "
                           "of records; set source.records_field to the key of its list of records")
     if isinstance(value, list):
