@@ -25,6 +25,7 @@ from pipeline.filters import (
 )
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
+from pipeline.readers.json_array import range_first
 from pipeline.recipe import Recipe
 from pipeline.shards import RollingShardWriter, check_id_range
 from pipeline.tokenizers import Encoder, TokenizerSpec
@@ -113,7 +114,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
             for batch in get_reader(unit.format).iter_batches(unit, source, bad, batch_docs):
                 given += len(batch.texts)
                 sink.write(batch.texts, batch.positions, unit.file_index, batch.chars, batch.nbytes)
-            if unit.start == 0:
+            if _opens_its_file(unit):
                 _check_fields_found(unit, source, bad, given)
         else:
             pending = _Pending(batch_docs)
@@ -269,6 +270,12 @@ class _Pending:
         chars = sum(map(len, texts))
         self.chars -= chars
         return texts, positions[:n], files[:n], chars, 0
+
+
+def _opens_its_file(unit: WorkUnit) -> bool:
+    """Whether the unit holds its file's first records: it starts at byte (or row) 0, or it is the
+    first range of a records_field list (json_cuts.py), which starts at the list's `[`."""
+    return unit.start == 0 or (unit.format == "jsonl" and bool(unit.payload) and range_first(unit.payload) == 0)
 
 
 def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> None:

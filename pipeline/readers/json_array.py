@@ -40,7 +40,7 @@ from pipeline.readers.base import (
 )
 
 __all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "concatenated_objects",
-           "range_payload", "iter_range_groups", "record_groups",
+           "range_payload", "range_first", "iter_range_groups", "record_groups",
            "iter_array_batches"]
 
 _WHITESPACE = b" \t\r\n"
@@ -132,6 +132,11 @@ def range_payload(kind: str, first: int, pieces: list[int], closes: bool) -> byt
     it where records end, about every PIECE_BYTES (cut by the same scan), and whether it ends with
     the array's `]` (the file's last unit; a records_field list's, which ends before its file)."""
     return f"{kind}:{first}:{','.join(map(str, pieces))}:{int(closes)}".encode()
+
+
+def range_first(payload: bytes) -> int:
+    """How many records of its file come before a range of one big JSON value (range_payload)."""
+    return int(payload.split(b":", 2)[1])
 
 
 def iter_range_groups(stream, unit: WorkUnit) -> Iterator[tuple[list[int], list]]:

@@ -221,6 +221,11 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     (d / "n.jsonl").write_text(json.dumps({"meta": {"body": "x"}}) + "\n")
     with pytest.raises(SchemaError, match=r"text_template names a field .* \(line 1: no 'meta.title'; 'meta' has 'body'\)"):
         run(tmp_path, {"path": str(d / "n.jsonl"), "text_template": "{meta.title}"}, "nested")
+    # a records_field list cut between its records: its first range starts at the list's `[`, not at 0
+    (d / "o.json").write_text(json.dumps({"version": 1, "data": [{"content": "x" * 100, "id": i} for i in range(3000)]}))
+    with pytest.raises(SchemaError, match=r"o\.json: text_field names a field that none of the [\d,]+ records of this "
+                                          r"file's first unit has \(row 0: no 'text'; the record has 'content', 'id'\)"):
+        run(tmp_path, {"path": str(d / "o.json"), "records_field": "data"}, "records_field", workers=2)
     pq.write_table(pa.table({"body": ["x"] * 10}), d / "b.parquet")
     recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "b.parquet")}, "tokenizer": {"path": "t.json"},
                                "output": {"dir": str(tmp_path / "never")}})
