@@ -1,15 +1,15 @@
 """Exact BPE engines on PyPI against the one prep runs (gigatoken): are their ids Hugging Face
 `tokenizers`' ids on a real corpus, and how fast is each on one thread?
 
-    pip install fastokens kitoken tokie bpe-openai rs-bpe   # the candidates; missing ones are reported
+    pip install fastokens kitoken tokie splintr-rs bpe-openai rs-bpe rustbpe   # the candidates; missing ones are reported
     python benchmarks/bench_engines.py --tokenizer PATH/tokenizer.json [--corpus benchmarks/data/docs.jsonl]
 
 For each engine that loads a tokenizer.json: its ids on every document of the corpus (special-token
 strings as plain text, as prep encodes them) against `tokenizers`', stopping at the first difference;
 an exact engine is then timed encoding every document one call at a time on one thread (best of
 `--repeat`), on the corpus and on its paragraphs (bench_tokenize.paragraph_corpus: short documents,
-where per-call costs show). Engines that only ship their own encodings (bpe-openai, rs-bpe) cannot
-run a tokenizer.json; where one ships cl100k_base, it is timed against gigatoken on that encoding.
+where per-call costs show). Engines that only ship their own encodings (bpe-openai, rs-bpe) or only
+train their own (rustbpe) cannot run a tokenizer.json; where one ships cl100k_base, it is timed against gigatoken on that encoding.
 Writes benchmarks/results/engines_<machine>_<yyyymm>.md.
 """
 
@@ -71,15 +71,24 @@ def loaders(plain: str, original: str) -> dict:
         tok = tokie.Tokenizer.from_json(plain)
         return lambda text: tok.encode(text, add_special_tokens=False).ids
 
+    def splintr():
+        import splintr
+        tok = splintr.from_json(plain)
+        return tok.encode_ordinary  # special-token strings as plain text, no post_processor template
+
     def bpe_openai():
         raise ValueError("runs only its own encodings (cl100k, o200k, voyage3; gpt2 is downloaded), not a tokenizer.json")
 
     def rs_bpe():
         raise ValueError("runs only cl100k_base and o200k_base; no tokenizer.json is read")
 
+    def rustbpe():
+        raise ValueError("trains its own vocabulary (nanochat's trainer); no tokenizer.json or ranks are read")
+
     return {"gigatoken": ("gigatoken", gigatoken), "tiktoken (prep-built)": ("tiktoken", tiktoken),
             "fastokens": ("fastokens", fastokens), "kitoken": ("kitoken", kitoken), "tokie": ("tokie", tokie),
-            "bpe-openai": ("bpe-openai", bpe_openai), "rs-bpe": ("rs-bpe", rs_bpe)}
+            "splintr-rs": ("splintr-rs", splintr), "bpe-openai": ("bpe-openai", bpe_openai), "rs-bpe": ("rs-bpe", rs_bpe),
+            "rustbpe": ("rustbpe", rustbpe)}
 
 
 def first_difference(want: list[int], got: list[int]) -> int:
