@@ -2,25 +2,28 @@
 
     python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --workers 2 --scale 8 --repeat 3
     python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --array   # + the records as a JSON array
+    python benchmarks/bench_compressed.py --tokenizer PATH/tokenizer.json --codecs zst,gz,bz2,xz
 
 Builds, in a scratch directory, the corpus (benchmarks/data/docs.jsonl by default) repeated `--scale`
 times as one plain .jsonl, one .jsonl.zst (level 3, content size in the frame header) and one
-.jsonl.gz (level 6), then times `prep tokenize` on each, interleaved, `--repeat` rounds after one
+.jsonl.gz (level 6) (`--codecs`: also .bz2, level 9, and .xz, preset 3), then times `prep tokenize` on each, interleaved, `--repeat` rounds after one
 untimed round (the tokenizer proof cache), each into a fresh output directory, and checks that the
-three outputs hold the same shard bytes (the compressed files are cut into the same ranges as the
+outputs hold the same shard bytes (the compressed files are cut into the same ranges as the
 plain one: pipeline/spool.py). Prints a markdown table of best and median wall times.
 
 With `--array`, the same records as one JSON array (`[` + records joined by ",\n" + `]`), plain,
 .zst and .gz, are timed too: cut between its records at plan time (readers/json_cuts.py; a compressed
-one's decompressed stream is scanned there), its three outputs hold the same shard bytes (not the
+one's decompressed stream is scanned there), its outputs hold the same shard bytes (not the
 JSONL ones': its units, so its shards' boundaries, differ; the tokens are the same).
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
 import hashlib
+import lzma
 import os
 import shutil
 import statistics
@@ -37,7 +40,16 @@ sys.path.insert(0, str(HERE))
 from bench_tokenize import ROOT, prep_command  # noqa: E402
 
 
-def build(corpus: Path, scale: int, scratch: Path, array: bool = False) -> dict[str, Path]:
+def _open_compressed(path: Path, codec: str):
+    if codec == "gz":
+        return gzip.open(path, "wb", compresslevel=6)
+    if codec == "bz2":
+        return bz2.open(path, "wb", compresslevel=9)
+    return lzma.open(path, "wb", preset=3)
+
+
+def build(corpus: Path, scale: int, scratch: Path, array: bool = False,
+          codecs: tuple[str, ...] = ("zst", "gz")) -> dict[str, Path]:
     plain = scratch / "corpus.jsonl"
     data = corpus.read_bytes()
     with open(plain, "wb") as f:
@@ -54,12 +66,15 @@ def build(corpus: Path, scale: int, scratch: Path, array: bool = False) -> dict[
         files["json"] = scratch / "corpus.json"
     for kind, path in list(files.items()):
         size = path.stat().st_size
-        zst, gz = path.with_name(path.name + ".zst"), path.with_name(path.name + ".gz")
-        with open(path, "rb") as src, open(zst, "wb") as dst:
-            zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(src, dst, size=size)
-        with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        files[f"{kind}.zst"], files[f"{kind}.gz"] = zst, gz
+        for codec in codecs:
+            packed = path.with_name(f"{path.name}.{codec}")
+            if codec == "zst":  # content size in the frame header, as the zstd tool writes it for files
+                with open(path, "rb") as src, open(packed, "wb") as dst:
+                    zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(src, dst, size=size)
+            else:
+                with open(path, "rb") as src, _open_compressed(packed, codec) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            files[f"{kind}.{codec}"] = packed
     return dict(sorted(files.items(), key=lambda kv: (kv[0].split(".")[0] != "jsonl", kv[0])))
 
 
@@ -80,10 +95,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
     ap.add_argument("--array", action="store_true", help="also the same records as one JSON array")
+    ap.add_argument("--codecs", default="zst,gz", help="compressions to time: zst, gz, bz2, xz (comma-separated)")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench_compressed_", dir=args.tmp))
     try:
-        files = build(Path(args.corpus), args.scale, scratch, args.array)
+        files = build(Path(args.corpus), args.scale, scratch, args.array, tuple(args.codecs.split(",")))
         sizes = {k: p.stat().st_size for k, p in files.items()}
         env = {**os.environ, "PREP_CACHE_DIR": str(scratch / "cache"),
                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
@@ -105,12 +121,12 @@ def main() -> None:
                     print(f"{kind} round {rnd}: {wall:.2f} s", flush=True)
                 digests[kind] = shard_digest(out)
         layouts = sorted({kind.split(".")[0] for kind in files})
-        for layout in layouts:  # plain, .zst and .gz of a layout: the same shards
+        for layout in layouts:  # plain and every compression of a layout: the same shards
             if len({d for kind, d in digests.items() if kind.split(".")[0] == layout}) != 1:
                 raise SystemExit(f"outputs differ: {digests}")
         same = ", ".join(f"{layout} sha256 {digests[layout][:12]}" for layout in layouts)
         print(f"\n{args.scale}x {Path(args.corpus).name}, {args.workers} workers, {os.cpu_count()} cores; "
-              f"same shard bytes for plain, .zst and .gz ({same})\n")
+              f"same shard bytes for plain and {args.codecs} ({same})\n")
         print("| input | file MB | best s | median s | vs plain JSONL (median) |")
         print("|---|---:|---:|---:|---:|")
         base = statistics.median(walls["jsonl"])

@@ -10,7 +10,7 @@ the shard for streamed HF datasets), so the train/val split and the rejects list
 the file was cut into units. Positions differ between formats (a byte offset is not a row number),
 so the same documents in two formats get the same train/val split only at val_fraction 0.
 
-Compressed inputs are decompressed here with end-of-stream checks: a truncated .gz or .zst stops its
+Compressed inputs (.gz, .zst, .bz2, .xz) are decompressed here with end-of-stream checks: a truncated one stops its
 unit with an error naming the file and the compressed byte offset, never a silently short read
 (zstandard's stream reader returns EOF at a truncated frame; `_ZstdReader` does not).
 """
@@ -33,7 +33,7 @@ import numpy as np
 
 from pipeline.crc import crc32
 from pipeline.errors import PrepError
-from pipeline.recipe import is_url, local_path
+from pipeline.recipe import COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
            "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planned_head", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
@@ -140,12 +140,9 @@ class BadRecords:
 
 
 def compression_of(path: str) -> str | None:
-    p = path.lower()
-    if p.endswith(".gz"):
-        return "gzip"
-    if p.endswith((".zst", ".zstd")):
-        return "zstd"
-    return None
+    """gzip, zstd, bz2 or xz from the path's suffix (recipe.COMPRESSIONS), else None."""
+    dot = path.rfind(".")
+    return COMPRESSIONS.get(path[dot:].lower()) if dot >= 0 else None
 
 
 # file sizes seen while planning (readers.plan_units): unit_bytes auto plans twice, and a directory of
@@ -488,12 +485,14 @@ def _gzip():
         return gzip
 
 
-def _isal_errors() -> tuple[type, ...]:
+def _codec_errors() -> tuple[type, ...]:
+    """What damaged input raises beyond EOFError/OSError/zlib.error: xz's LZMAError, isal's error."""
+    import lzma
     try:
         from isal.isal_zlib import error
-        return (error,)
+        return (lzma.LZMAError, error)
     except ImportError:
-        return ()
+        return (lzma.LZMAError,)
 
 
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
@@ -518,6 +517,12 @@ def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
         return _gzip().GzipFile(fileobj=raw, mode="rb"), raw
     if comp == "zstd":
         return io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 20), raw
+    if comp == "bz2":  # multi-stream (pbzip2's output too); truncated: EOFError, damaged: OSError
+        import bz2
+        return bz2.BZ2File(raw), raw
+    if comp == "xz":  # truncated: EOFError, damaged: lzma.LZMAError
+        import lzma
+        return lzma.LZMAFile(raw), raw
     return raw, raw
 
 
@@ -531,9 +536,9 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte"):
         raise
     except FileNotFoundError:
         raise PrepError(f"{path}: file disappeared during the run") from None
-    # gzip: EOFError/BadGzipFile/zlib.error (isal: its IsalError); zstd: InputCorrupt. The tuple is
-    # only built when an exception reaches this clause
-    except (EOFError, OSError, zlib.error, *_isal_errors()) as e:
+    # gzip: EOFError/BadGzipFile/zlib.error (isal: its IsalError); zstd: InputCorrupt; bz2: EOFError/
+    # OSError; xz: EOFError/LZMAError. The tuple is only built when an exception reaches this clause
+    except (EOFError, OSError, zlib.error, *_codec_errors()) as e:
         try:
             offset = raw.tell()
         except Exception:

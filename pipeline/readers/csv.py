@@ -1,4 +1,4 @@
-"""CSV and TSV (plain, .gz, .zst): a header row, then one record per row; text from a column.
+"""CSV and TSV (plain, .gz, .zst, .bz2, .xz): a header row, then one record per row; text from a column.
 
 Parsing is Python's `csv` module (excel dialect: `"` quotes, `""` escapes; `,` or a tab), so quoted
 fields may hold delimiters and newlines, and any field size is accepted up to `max_record_bytes`.
@@ -54,6 +54,7 @@ from pipeline.readers.base import (
     ranged_input_bytes,
     scan_blocks,
 )
+from pipeline.readers.sniff import peek_head, refuse_mislabeled
 from pipeline.recipe import SourceConfig
 
 __all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "delimiter_of"]
@@ -585,6 +586,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     columnar = Columnar() if source.text_template is None else None
 
     with raw, stream, decode_errors(unit.path, raw):
+        if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
+            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
         try:
             for item in _iter_rows(stream, start, end, limit, delimiter, columnar):
                 if type(item) is _Texts:

@@ -38,6 +38,7 @@ from pipeline.readers.base import (
     WorkUnit,
     batches_by_group,
 )
+from pipeline.readers.sniff import peek_head
 
 __all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "concatenated_objects",
            "range_payload", "range_first", "iter_range_groups", "record_groups",
@@ -51,15 +52,7 @@ def starts_a_document(stream) -> bool:
     """Whether the stream opens one JSON array or pretty-printed object (head_starts_a_document),
     without consuming it (peek where the stream has it; else read and seek back; a stream that can do
     neither: False)."""
-    if hasattr(stream, "peek"):
-        head = stream.peek(256)[:256]
-    elif getattr(stream, "seekable", lambda: False)():
-        pos = stream.tell()
-        head = stream.read(256)
-        stream.seek(pos)
-    else:
-        return False
-    return head_starts_a_document(head)
+    return head_starts_a_document(peek_head(stream, 256))
 
 
 def head_starts_a_document(head: bytes) -> bool:

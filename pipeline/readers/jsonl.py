@@ -1,4 +1,4 @@
-"""JSONL (plain, .gz, .zst): one JSON object per line, text under a dotted key.
+"""JSONL (plain, .gz, .zst, .bz2, .xz): one JSON object per line, text under a dotted key.
 
 Plain files are cut into byte ranges of about `unit_bytes`; a unit owns every line whose first
 byte lies in [start, end), so any cut gives each line to exactly one unit. A compressed file cannot
@@ -43,6 +43,7 @@ from pipeline.readers.base import (
     ranged_input_bytes,
     without_bom,
 )
+from pipeline.readers.sniff import peek_head, refuse_mislabeled
 from pipeline.recipe import SourceConfig, is_url
 
 log = logging.getLogger("prep")
@@ -338,6 +339,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             groups = json_array.iter_range_groups(stream, unit)
             yield from json_array.iter_array_batches(source, bad, batch_docs, groups, meter)
             return
+        if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
+            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
         whole = (unit.start, unit.end) == (0, -1)
         if whole and stream is raw and unit.size <= READ_BLOCK:
             # a small plain file (a group's member, say) at once: 82 -> 56 us per file of 3.2 KB

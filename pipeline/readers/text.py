@@ -1,4 +1,4 @@
-"""Plain text (plain, .gz, .zst): one document per file, per line, or per `doc_separator` piece.
+"""Plain text (plain, .gz, .zst, .bz2, .xz): one document per file, per line, or per `doc_separator` piece.
 
 * `doc_separator: null` (default): every file is one document. Small files are grouped into units of
   about `unit_bytes` (a directory of a million files is not a million units); a document's position
@@ -42,6 +42,7 @@ from pipeline.readers.base import (
     without_bom,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
+from pipeline.readers.sniff import HEAD_BYTES, peek_head, refuse_mislabeled
 from pipeline.recipe import SourceConfig, is_url
 
 __all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
@@ -172,6 +173,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     count = unit.start == 0  # line/piece numbers are known from the file start only
 
     with raw, stream, decode_errors(unit.path, raw):
+        if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
+            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
         if per_line:
             pos = seek_line_start(stream, unit.start)
             # a read block's lines at a time (see jsonl.iter_line_groups)
@@ -281,6 +284,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
                            path=path)
                 continue
+        refuse_mislabeled(path, data[:HEAD_BYTES], compression_of(path))  # a .tar.gz, say (sniff.py)
         if data[:3] == BOM:
             data = data[3:]
         text = decode_utf8(data, source.encoding_errors)

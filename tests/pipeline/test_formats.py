@@ -487,6 +487,25 @@ def test_under_skip_a_damaged_file_fails_only_its_unit(tmp_path):
     assert not (tmp_path / "out" / "allfail" / "manifest.json").exists()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_compressed_file_under_a_plain_name_stops_the_run_under_skip(tmp_path, workers):
+    """Among small files grouped in one unit, a .jsonl that is gzip gave one reject per line and left
+    its documents out, exit 0; it now stops the run naming the rename that reads it (sniff.py)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(6):
+        (d / f"f{i}.jsonl").write_text("".join(json.dumps({"text": f"file {i} doc {k}"}) + "\n" for k in range(3)))
+    bad = d / "f3.jsonl"
+    bad.write_bytes(gzip.compress(bad.read_bytes()))
+    with pytest.raises(SchemaError, match=re.escape(f"{bad}: its bytes are gzip-compressed (they begin 1f 8b 08")
+                       + r".* rename it to f3\.jsonl\.gz or decompress it"):
+        run(tmp_path, {"path": str(d)}, f"disguised{workers}", workers=workers)
+    bad.rename(d / "f3.jsonl.gz")
+    out = run(tmp_path, {"path": str(d)}, f"renamed{workers}", workers=workers)
+    m = read_manifest(out)
+    assert m.splits["train"].num_docs == 18 and not m.skipped and not m.failed_units
+
+
 # -- property: random corruption never crashes a `skip` run and never loses an intact document -----
 
 CORRUPTIONS = ["truncate", "garbage", "bad_utf8", "rename_key", "null", "number", "oversize"]

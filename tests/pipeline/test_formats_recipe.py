@@ -44,7 +44,8 @@ def test_reader_keys_are_checked(patch, message):
 
 def test_formats_are_inferred_from_suffixes():
     for path, fmt in [("a.csv.gz", "csv"), ("a.tsv", "tsv"), ("a.parquet", "parquet"), ("d/*.txt", "text"),
-                      ("a.jsonl.zst", "jsonl"), ("s3://b/x/*.parquet", "parquet")]:
+                      ("a.jsonl.zst", "jsonl"), ("s3://b/x/*.parquet", "parquet"), ("a.jsonl.bz2", "jsonl"),
+                      ("a.CSV.XZ", "csv"), ("d/*.txt.bz2", "text")]:
         assert Recipe.from_dict({**BASE, "source": {"path": path}}).sources[0].resolved_format() == fmt
 
 

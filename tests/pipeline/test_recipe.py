@@ -47,6 +47,12 @@ BASE = {"name": "t", "source": {"path": "x.jsonl"}, "tokenizer": {"path": "t.jso
     ({"num_workers": 0}, "num_workers: must be >= 1"),
     ({"on_bad_record": "ignore"}, "on_bad_record: 'ignore' is not one of skip, error"),
     ({"source": {"path": "x.weird"}}, "source.format: cannot infer the format"),
+    ({"source": {"path": "x.weird"}}, "; set source.format to one of jsonl, csv"),
+    ({"source": {"path": "data/docs.tar.gz"}}, "; a .tar archive is not read: extract it and point source.path"),
+    ({"source": {"path": "data/*.ZIP"}}, "; a .zip archive is not read: extract it"),
+    ({"source": {"path": "x.jsonl.lz4"}}, "; .lz4 compression is not read (.gz, .zst, .bz2 and .xz are): decompress"),
+    ({"source": {"path": "cache/data-00000-of-00001.arrow"}},
+     "is read with source.format: hf, source.path: arrow and source.data_files: 'cache/data-00000-of-00001.arrow'"),
     ({"output": None}, "output: expected a mapping"),
 ])
 def test_recipe_errors_name_the_key(patch, message):

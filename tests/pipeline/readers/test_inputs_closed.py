@@ -1,9 +1,11 @@
-"""Every file a reader opens is closed by the reader, compressed inputs too: a GzipFile or a zstd
-reader does not close the raw file object it was given, so each reader closes both."""
+"""Every file a reader opens is closed by the reader, compressed inputs too: a GzipFile, a zstd, bz2
+or xz reader does not close the raw file object it was given, so each reader closes both."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
 
 import pytest
 import zstandard
@@ -17,7 +19,8 @@ CONTENT = {
     "text": b"first\nsecond\n",
     "csv": b"text,n\nfirst,1\nsecond,2\n",
 }
-COMPRESS = {"gz": gzip.compress, "zst": lambda b: zstandard.ZstdCompressor().compress(b)}
+COMPRESS = {"gz": gzip.compress, "zst": lambda b: zstandard.ZstdCompressor().compress(b), "bz2": bz2.compress,
+            "xz": lzma.compress}
 
 
 @pytest.mark.parametrize("comp", sorted(COMPRESS))
