@@ -224,13 +224,33 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
              ] if left_out else []
     if not any(s.num_docs for s in manifest.splits.values()):
         notes.append("the dataset holds no documents: the input had none"
-                     + (", or every one was skipped (see skipped)" if manifest.skipped else ""))
+                     + (", or every one was skipped (see skipped)" if manifest.skipped else "")
+                     + _empty_hint(manifest.skipped))
     if spec.backend_reason:
         notes.append(spec.backend_reason)
     ran = {u.index for u in todo}
     tokens_run = sum(sum(r["num_tokens"].values()) for i, r in results.items() if i in ran and r["status"] == "ok")
     return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, tokens_run,
                           len(todo), len(units), notes=notes)
+
+
+# the fix for a dataset left empty by one kind of skipped record, by the most common reason
+_EMPTY_HINTS = {
+    "invalid_utf8": "the input is not UTF-8: convert it (iconv -f CP1252 -t UTF-8 for a Windows export, "
+                    "say) or set source.encoding_errors: replace",
+    "record_too_large": "raise source.max_record_bytes",
+    "too_short": "lower source.min_chars",
+    "too_long": "raise source.max_chars",
+    "malformed_json": "rejects.jsonl shows how each line begins; is the input JSON Lines?",
+}
+
+
+def _empty_hint(skipped: dict[str, int]) -> str:
+    """'; most were REASON: FIX' when over half of an empty dataset's skipped records were REASON, or ''."""
+    reason = max(skipped, key=skipped.get, default=None)
+    if reason not in _EMPTY_HINTS or 2 * skipped[reason] <= sum(skipped.values()):
+        return ""
+    return f"; most were {reason}: {_EMPTY_HINTS[reason]}"
 
 
 def _refuse_damaged(out: Path) -> None:

@@ -243,6 +243,15 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
                                "output": {"dir": str(tmp_path / "out" / "mixed2")}})
     assert "the dataset holds no documents: the input had none, or every one was skipped (see skipped)" in \
         tokenize(recipe, show_progress=False).notes
+    # a dataset left empty by text in another encoding: the note says how to read it, and that reads it
+    (d / "latin1.txt").write_bytes("Café crème, übermäßig.\n".encode("latin-1") * 3)
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "latin1.txt")},
+                               "tokenizer": {"path": str(DEMO_TOKENIZER)}, "output": {"dir": str(tmp_path / "out" / "l1")}})
+    assert ("the dataset holds no documents: the input had none, or every one was skipped (see skipped); most were "
+            "invalid_utf8: the input is not UTF-8: convert it (iconv -f CP1252 -t UTF-8 for a Windows export, say) "
+            "or set source.encoding_errors: replace") in tokenize(recipe, show_progress=False).notes
+    m = read_manifest(run(tmp_path, {"path": str(d / "latin1.txt"), "encoding_errors": "replace"}, "l1-replaced"))
+    assert m.splits["train"].num_docs == 1 and not m.skipped
     # and records lacking the field next to records that have it are bad records too
     (d / "p.jsonl").write_text('{"body": 1}\n{"text": "fine"}\n')
     m = read_manifest(run(tmp_path, {"path": str(d / "p.jsonl")}, "partial"))
