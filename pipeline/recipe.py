@@ -174,6 +174,9 @@ class SourceConfig:
     """jsonl only: every file is one JSON object whose records are the list under this dotted key
     (`{"version": 1, "data": [{"text": ...}, ...]}`: `data`), as `datasets.load_dataset("json",
     field=...)`. Each file is then read whole, as one unit."""
+    delimiter: str | None = None
+    """csv only: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
+    mark is a comma, `|`); None: `,` for csv, a tab for tsv."""
     min_chars: int = 0
     """Drop documents with fewer characters (after the template); counted as `too_short`."""
     max_chars: int | None = None
@@ -231,6 +234,10 @@ class SourceConfig:
         if self.doc_separator is not None and (fmt != "text" or self.doc_separator == ""):
             raise PrepError(f"{where}.doc_separator: only for format text, and not empty (got {self.doc_separator!r} "
                             f"for format {fmt})")
+        if self.delimiter is not None and (fmt not in ("csv", "tsv") or len(self.delimiter) != 1
+                                           or self.delimiter in '"\r\n'):
+            raise PrepError(f"{where}.delimiter: only for format csv or tsv, one character other than a quote or a "
+                            f"line end, such as ';' or '|' (got {self.delimiter!r} for format {fmt})")
         if self.records_field is not None and (fmt != "jsonl" or not self.records_field.strip(".")):
             raise PrepError(f"{where}.records_field: only for format jsonl, a dotted key such as `data` (got "
                             f"{self.records_field!r} for format {fmt})")
@@ -466,8 +473,9 @@ class Recipe:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
             # a key added after datasets were made drops out at its default, so those datasets and
             # unfinished runs still match their recipe
-            if s["records_field"] is None:
-                s.pop("records_field")
+            for added in ("records_field", "delimiter"):
+                if s[added] is None:
+                    s.pop(added)
         # every backend is proven to give the same ids, so switching it resumes a run; the manifest's
         # tokenizer entry still records which engine ran
         d["tokenizer"].pop("backend")

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.errors import PrepError, not_a_column
+from pipeline.errors import PrepError, SchemaError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor, get_value
 from pipeline.readers.base import (
     BadRecords,
@@ -66,6 +66,8 @@ _QUOTE = ord('"')
 
 
 def delimiter_of(source: SourceConfig) -> str:
+    if source.delimiter is not None:
+        return source.delimiter
     return "\t" if source.resolved_format() == "tsv" else ","
 
 
@@ -634,11 +636,25 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     yield batcher.take(meter.rest())
 
 
+def _other_delimiter(header: list[str], delimiter: str) -> str | None:
+    """The delimiter a header of one column seems to be split by (";", "|", a tab or ","), or None."""
+    if len(header) != 1:
+        return None
+    counts = {d: header[0].count(d) for d in ";|\t," if d != delimiter}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else None
+
+
 def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: TextExtractor) -> int:
     """Index of the text column (-1: a template, records go through the extractor as dicts)."""
     for name in extract.fields:
         try:
             get_value(dict.fromkeys(header, ""), name)
         except RecordError:
+            guess = _other_delimiter(header, delimiter_of(source))
+            if guess is not None:  # `id;text` read with ",": one column named so
+                raise SchemaError(f"{unit.path}: {name!r} is not a column; the header is one column, "
+                                  f"{header[0][:200]!r}, which looks {guess!r}-separated; set source.delimiter: "
+                                  f"{guess!r}") from None
             raise not_a_column(unit.path, name, header, "the header", source.text_template is not None) from None
     return header.index(extract.field) if source.text_template is None else -1

@@ -258,6 +258,30 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     assert m.skipped == {"missing_field": 1} and m.splits["train"].num_docs == 1
 
 
+@pytest.mark.parametrize("delimiter", [";", "|"])
+def test_a_csv_with_another_delimiter_reads_with_source_delimiter(tmp_path, delimiter):
+    """Excel writes `;`-separated CSV where the decimal mark is a comma. Read with ",", its header was
+    one column and the error's hint wrong; the error now names the delimiter, and with
+    source.delimiter the file (plain, or .gz cut into spooled ranges on 2 workers) gives the shards
+    of the same rows written with commas."""
+    texts = corpus_texts(400)
+    d = tmp_path / "d"
+    d.mkdir()
+    for name, sep in (("comma.csv", ","), ("other.csv", delimiter)):
+        with open(d / name, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f, delimiter=sep).writerows([("id", "text"), *((i, f"{t} {delimiter} x") for i, t in enumerate(texts))])
+    (d / "other.csv.gz").write_bytes(gzip.compress((d / "other.csv").read_bytes()))
+    with pytest.raises(SchemaError, match=re.escape(f"other.csv: 'text' is not a column; the header is one column, "
+                                                    f"'id{delimiter}text', which looks {delimiter!r}-separated; set "
+                                                    f"source.delimiter: {delimiter!r}")):
+        run(tmp_path, {"path": str(d / "other.csv")}, "no-delimiter")
+    want = shard_bytes(run(tmp_path, {"path": str(d / "comma.csv")}, "comma", workers=2))
+    assert want
+    for name in ("other.csv", "other.csv.gz"):
+        got = shard_bytes(run(tmp_path, {"path": str(d / name), "delimiter": delimiter}, name, workers=2))
+        assert got == want
+
+
 def test_records_field_reads_files_that_are_one_json_object(tmp_path):
     """`source.records_field`: files like `{"version": 1, "data": [...]}`, small ones grouped in units,
     give the dataset of the same records as JSON Lines; a damaged one is a failed unit under skip."""

@@ -90,6 +90,15 @@ def test_records_field_is_for_jsonl_and_absent_from_older_recipes_content():
         Recipe.from_dict({**BASE, "source": {"path": "a.csv", "records_field": "data"}})
 
 
+def test_delimiter_is_one_character_for_csv_and_absent_from_older_recipes_content():
+    assert "delimiter" not in Recipe.from_dict({**BASE, "source": {"path": "a.csv"}}).content_dict()["sources"][0]
+    semi = Recipe.from_dict({**BASE, "source": {"path": "a.csv", "delimiter": ";"}})
+    assert semi.content_dict()["sources"][0]["delimiter"] == ";"
+    for path, delimiter in [("a.jsonl", ";"), ("a.csv", ";;"), ("a.csv", '"'), ("a.csv", "\n"), ("a.csv", "")]:
+        with pytest.raises(PrepError, match=r"source\.delimiter: only for format csv or tsv, one character"):
+            Recipe.from_dict({**BASE, "source": {"path": path, "delimiter": delimiter}})
+
+
 @pytest.mark.parametrize("recipe_text,message", [
     ("name: t\nsource: {path: nowhere/*.jsonl}\ntokenizer: {path: TOK}\noutput: {dir: OUT}\n", "no file matches"),
     ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: nowhere.json}\noutput: {dir: OUT}\n", "does not exist"),

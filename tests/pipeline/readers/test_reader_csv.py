@@ -16,7 +16,7 @@ from pipeline.readers import csv as csv_reader
 from pipeline.recipe import SourceConfig
 from tests.conftest import read_spooled
 
-FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\t\n\r\u00e9x')), max_size=12)
+FIELD = st.text(alphabet=st.sampled_from(list('ab ,;|"\t\n\r\u00e9x')), max_size=12)
 
 
 def write_csv(rows, delimiter=",") -> bytes:
@@ -60,9 +60,10 @@ def read_all(path: Path, source: SourceConfig, unit_bytes: int, policy: str = "s
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(FIELD, FIELD), min_size=1, max_size=40), st.sampled_from([",", "\t"]),
+@given(st.lists(st.tuples(FIELD, FIELD), min_size=1, max_size=40), st.sampled_from([",", "\t", ";", "|"]),
        st.integers(1, 64))
 def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, rows, delimiter, unit_bytes):
+    """";" and "|": source.delimiter, for a .csv file."""
     data = write_csv([("id", "text"), *rows], delimiter)
     cuts = [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, delimiter) if c < len(data)]
     truth = record_starts(data, delimiter)
@@ -83,7 +84,8 @@ def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, 
             csv_reader.SCAN_BLOCK = orig
     path = tmp_path_factory.mktemp("c") / ("c.tsv" if delimiter == "\t" else "c.csv")
     path.write_bytes(data)
-    source = SourceConfig(path=str(path), text_field="text", max_record_bytes=None)
+    source = SourceConfig(path=str(path), text_field="text", max_record_bytes=None,
+                          delimiter=delimiter if delimiter in ";|" else None)
     orig = csv_reader.SCAN_BLOCK
     csv_reader.SCAN_BLOCK = 16  # many scan blocks: quotes and newlines straddle block ends
     try:
