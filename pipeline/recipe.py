@@ -31,7 +31,7 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".cs
 # 0.62 s from .xz (92 MB/s) and 1.88 s from .bz2 (31 MB/s): a big .bz2 is read at ~31 MB/s whatever
 # the workers, as one thread decompresses it (pipeline.spool)
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
-_COMPRESSION_SUFFIXES = tuple(COMPRESSIONS)
+COMPRESSION_SUFFIXES = tuple(COMPRESSIONS)
 
 
 def is_url(path: str) -> bool:
@@ -95,7 +95,7 @@ def _suffixes(fmt: str) -> str:
     return ", ".join(k for k, v in _SUFFIX_FORMATS.items() if v == fmt)
 
 
-_DIR_CENSUS: dict[tuple[str, int], dict[str, str | None]] = {}
+_DIR_CENSUS: dict[tuple[str, int], tuple[dict[str, str | None], dict[str, int]]] = {}
 
 
 def dir_census(directory: str) -> dict[str, str | None]:
@@ -104,19 +104,25 @@ def dir_census(directory: str) -> dict[str, str | None]:
     .cache) and README/LICENSE-like files left out. Listed once per process while the directory's
     mtime holds: a run asks for a directory source's format ~7 times (validating, planning, the
     manifest's recipe), and 100,000 files took 0.56 s each time before this was kept."""
-    key = (directory, os.stat(directory).st_mtime_ns)
-    if key not in _DIR_CENSUS:
-        _DIR_CENSUS[key] = {f: infer_format(f, look_inside=False) for f in _walk_files(directory)}
-    return _DIR_CENSUS[key]
+    return _census(directory)[0]
 
 
 def dir_formats(directory: str) -> dict[str, int]:
-    """Files per inferred format under a directory (files of no known format not counted)."""
-    counts: dict[str, int] = {}
-    for fmt in dir_census(directory).values():
-        if fmt is not None:
-            counts[fmt] = counts.get(fmt, 0) + 1
-    return counts
+    """Files per inferred format under a directory (files of no known format not counted); counted
+    with the census (a run asks ~8 times; 0.04 s each for 100,000 files when counted every time)."""
+    return dict(_census(directory)[1])
+
+
+def _census(directory: str) -> tuple[dict[str, str | None], dict[str, int]]:
+    key = (directory, os.stat(directory).st_mtime_ns)
+    if key not in _DIR_CENSUS:
+        census = {f: infer_format(f, look_inside=False) for f in _walk_files(directory)}
+        counts: dict[str, int] = {}
+        for fmt in census.values():
+            if fmt is not None:
+                counts[fmt] = counts.get(fmt, 0) + 1
+        _DIR_CENSUS[key] = (census, counts)
+    return _DIR_CENSUS[key]
 
 
 def infer_format(path: str, look_inside: bool = True) -> str | None:
@@ -128,9 +134,8 @@ def infer_format(path: str, look_inside: bool = True) -> str | None:
         formats = dir_formats(d)
         return next(iter(formats)) if len(formats) == 1 else None
     p = path.lower()
-    for suffix in _COMPRESSION_SUFFIXES:
-        if p.endswith(suffix):
-            p = p[: -len(suffix)]
+    if p.endswith(COMPRESSION_SUFFIXES):  # one C call: this runs once per file of a directory
+        p = p[:p.rfind(".")]
     return _SUFFIX_FORMATS.get(os.path.splitext(p)[1])
 
 
@@ -143,7 +148,7 @@ def _unread_suffix_hint(path: str) -> str:
     """What to do with a path whose suffix names an archive, a compression prep does not read, or a
     Hugging Face datasets Arrow file; "" for any other."""
     p = path.lower()
-    for suffix in _COMPRESSION_SUFFIXES:
+    for suffix in COMPRESSION_SUFFIXES:
         p = p[: -len(suffix)] if p.endswith(suffix) else p
     ext = os.path.splitext(p)[1]
     if ext in _ARCHIVES:
