@@ -16,8 +16,8 @@ with the same documents as one JSONL file:
   jq            one file of pretty-printed objects one after another (`jq . data.jsonl`)
   records-field one file that is one object, the records under "data" (`source.records_field`)
 
-An array and jq's layout are cut between their records (pipeline/readers/json_cuts.py); the
-records-field object is read whole by one worker, which the peak RSS column shows.
+An array, jq's layout and the records-field object are cut between their records
+(pipeline/readers/json_cuts.py), so both workers share each.
 
 Correctness first: val_fraction 0, so every layout's shards must be byte-identical to its one-file
 pair's (the documents in the same order); the benchmark stops otherwise. Then each pair runs
