@@ -73,7 +73,7 @@ def list_keys(node: dict) -> str:
     a file that is one JSON object would be: "'version', 'data' ['data': a list of 5 objects]"."""
     keys = list(node)
     shown = f"{', '.join(map(repr, keys[:10]))}{' ...' if len(keys) > 10 else ''}"
-    lists = [f"{k!r}: a list of {len(v):,} objects" for k, v in node.items()
+    lists = [f"{k!r}: a list of {len(v):,} object{'' if len(v) == 1 else 's'}" for k, v in node.items()
              if isinstance(v, list) and v and isinstance(v[0], dict)][:3]
     return f"{shown} [{'; '.join(lists)}]" if lists else shown
 
@@ -160,6 +160,8 @@ def _type_error(name: str, value) -> RecordError:
         return RecordError("null_text", f"{name!r} is null")
     if isinstance(value, dict):  # its keys: say, row labels (pandas_layout)
         return RecordError("non_string_text", f"{name!r} is an object ({list_keys(value)})")
+    if isinstance(value, list) and value and all(type(v) is str for v in value):  # paragraphs, say
+        return RecordError("non_string_text", f"{name!r} is a list of {len(value)} strings, not one")
     return RecordError("non_string_text", f"{name!r} is {type(value).__name__}")
 
 

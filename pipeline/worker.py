@@ -295,16 +295,31 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     if layout:
         raise SchemaError(f"{unit.path}: its one record, a table in pandas' DataFrame.to_json layout ({layout}): "
                           f"{bad.rows[0]['detail']}; {PANDAS_FIX}")
+    not_text = bad.counts.get("non_string_text", 0)
+    if not missing and not_text and 2 * not_text >= len(bad.rows):  # text_field: id, or a list of paragraphs
+        first = next(r for r in bad.rows if r["reason"] == "non_string_text")
+        key = "text_template" if source.text_template else "text_field"
+        raise SchemaError(f"{first['source']}: {key} names a field that holds no string in any of the {not_text:,} "
+                          f"records of this file's first unit ({_where(first)}: {first.get('detail', '')}); set "
+                          f"source.{key} to the field holding the text"
+                          + ("; a list of strings must be joined into one first" if "strings, not one" in first.get("detail", "")
+                             else ""))
     if not missing or 2 * missing < len(bad.rows):
         return
     first = next(r for r in bad.rows if r["reason"] == "missing_field")
-    at = (f"line {first['line']}" if "line" in first else f"row {first['row']}" if "row" in first
-          else f"byte {first['position']}")
     key = "text_template" if source.text_template else "text_field"
     detail = first.get("detail", "")
-    # `{"version": 1, "data": [...]}` on one line reads as one record without the field
+    # `{"version": 1, "data": [...]}` on one line reads as one record without the field; many records
+    # each holding a list (chat turns under "messages") are not that
     one_object = (" (or, for a file that is one JSON object holding its records in a list, set "
-                  "source.records_field to its key)" if unit.format == "jsonl" and "a list of" in detail else "")
+                  "source.records_field to its key)" if unit.format == "jsonl" and missing == 1
+                  and "a list of" in detail else "")
     raise SchemaError(f"{first['source']}: {key} names a field that none of the {missing:,} records of this "
-                      f"file's first unit has ({at}: {detail}); set source.{key} to the field holding the "
-                      f"text{one_object}")
+                      f"file's first unit has ({_where(first)}: {detail}); set source.{key} to the field holding "
+                      f"the text{one_object}")
+
+
+def _where(row: dict) -> str:
+    """A reject row's place: "line N", "row N" or "byte N"."""
+    return (f"line {row['line']}" if "line" in row else f"row {row['row']}" if "row" in row
+            else f"byte {row['position']}")

@@ -243,6 +243,22 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
                                "output": {"dir": str(tmp_path / "out" / "mixed2")}})
     assert "the dataset holds no documents: the input had none, or every one was skipped (see skipped)" in \
         tokenize(recipe, show_progress=False).notes
+    # a field that holds no string in any record (ids, paragraphs as a list) stops it too
+    (d / "paragraphs.jsonl").write_text("".join(json.dumps({"id": i, "text": [f"p{i}", "q"]}) + "\n" for i in range(50)))
+    with pytest.raises(SchemaError, match=r"paragraphs\.jsonl: text_field names a field that holds no string in any "
+                                          r"of the 50 records of this file's first unit \(line 1: 'text' is a list of 2 "
+                                          r"strings, not one\); set source\.text_field to the field holding the text; "
+                                          r"a list of strings must be joined into one first$"):
+        run(tmp_path, {"path": str(d / "paragraphs.jsonl")}, "paragraphs")
+    with pytest.raises(SchemaError, match=r"line 1: 'id' is int\); set source\.text_field to the field holding the "
+                                          r"text$"):
+        run(tmp_path, {"path": str(d / "paragraphs.jsonl"), "text_field": "id"}, "ids")
+    # records that each hold a list (chat turns) are not one object holding its records: no records_field hint
+    (d / "chat.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n"
+                                          for _ in range(20)))
+    with pytest.raises(SchemaError, match=r"\['messages': a list of 1 object\]\); set source\.text_field to the field "
+                                          r"holding the text$"):
+        run(tmp_path, {"path": str(d / "chat.jsonl")}, "chat")
     # a dataset left empty by text in another encoding: the note says how to read it, and that reads it
     (d / "latin1.txt").write_bytes("Café crème, übermäßig.\n".encode("latin-1") * 3)
     recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "latin1.txt")},
