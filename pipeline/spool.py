@@ -174,7 +174,7 @@ class Spooler:
         written: set[int] = set()
         try:
             stream, raw = open_input(units[0].path, storage_options)
-            with raw, stream, decode_errors(units[0].path, raw):
+            with raw, stream, decode_errors(units[0].path, raw, storage_options=storage_options):
                 windows(key, stream, units, written, how)
         except _Stopped:
             return

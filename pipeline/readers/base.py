@@ -32,7 +32,7 @@ from typing import BinaryIO
 import numpy as np
 
 from pipeline.crc import crc32
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, SchemaError
 from pipeline.recipe import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
@@ -530,9 +530,10 @@ def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
 
 
 @contextmanager
-def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte"):
+def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", storage_options: dict | None = None):
     """Turn a damaged input (truncated/corrupt .gz/.zst, vanished file) into a PrepError naming the file
-    and the byte offset reached, with the fix."""
+    and the byte offset reached, with the fix; a file whose bytes are not of the compression its suffix
+    names (plain JSON Lines called .gz), into a SchemaError naming the rename (sniff.py)."""
     try:
         yield
     except PrepError:
@@ -542,6 +543,9 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte"):
     # gzip: EOFError/BadGzipFile/zlib.error (isal: its IsalError); zstd: InputCorrupt; bz2: EOFError/
     # OSError; xz: EOFError/LZMAError. The tuple is only built when an exception reaches this clause
     except (EOFError, OSError, zlib.error, *_codec_errors()) as e:
+        from pipeline.readers.sniff import misnamed_compression
+        if (why := misnamed_compression(path, lambda: open_raw(path, storage_options))) is not None:
+            raise SchemaError(f"{path}: {why}") from None  # not damage: the name; stops the run with the rename
         try:
             offset = raw.tell()
         except Exception:

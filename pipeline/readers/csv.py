@@ -348,7 +348,7 @@ def _raise_field_limit() -> None:
 
 def _read_header(unit: WorkUnit, source: SourceConfig, delimiter: str) -> list[str]:
     stream, raw = open_input(unit.path, source.storage_options)
-    with raw, stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         # small reads: every unit but the first reads the header, which is usually one short line
         lines = _Lines(stream, 0, -1, source.max_record_bytes or sys.maxsize, block=HEADER_BLOCK)
         try:
@@ -587,7 +587,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
 
     columnar = Columnar() if source.text_template is None else None
 
-    with raw, stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
         try:

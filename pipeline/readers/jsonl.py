@@ -130,7 +130,7 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
             # spooled into exact windows for the units (pipeline.spool), whose offsets and sizes count
             # decompressed bytes, as compressed JSON Lines' do; or the list under `field` in its object
             stream, raw = open_input(path, storage_options)
-            with raw, stream, decode_errors(path, raw):
+            with raw, stream, decode_errors(path, raw, storage_options=storage_options):
                 cuts, kind, why, (start, end) = json_cuts.scan_stream_cuts(stream, piece, path, json_bytes, field)
         else:
             cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size, piece, path)
@@ -333,7 +333,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     def slow(offsets: list[int], lines: list, before: int) -> None:
         _one_by_one(offsets, lines, before if count_lines else None, source, extract, batcher, bad)
 
-    with raw, stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if unit.payload:  # a range of the records of one big JSON value (json_cuts.py)
             stream.seek(unit.start)
             groups = json_array.iter_range_groups(stream, unit)

@@ -156,3 +156,32 @@ def refuse_mislabeled(path: str, head: bytes, compression: str | None) -> None:
     why = mislabeled(path, head, compression)
     if why is not None:
         raise SchemaError(f"{path}: {why}")
+
+
+_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+
+
+def misnamed_compression(path: str, open_raw) -> str | None:
+    """Why a file that failed to decompress is misnamed rather than damaged, with the rename; None when
+    its first bytes are of the compression its suffix names (damage, then), or cannot be read.
+    `open_raw()` opens its raw bytes. Called only once decompression failed: costs nothing otherwise.
+    Before, plain JSON Lines named .gz failed as "corrupt or truncated ... replace the file"."""
+    from pipeline.readers.base import compression_of
+    named = compression_of(path)
+    try:
+        with open_raw() as f:
+            head = f.read(HEAD_BYTES)
+    except Exception:
+        return None
+    if named is None or not head or head.startswith(_MAGIC[named]):
+        return None
+    name = os.path.basename(path.rstrip("/"))
+    bare = name[:name.rfind(".")]
+    actual = next(((what, suffix) for signature, what, suffix in _COMPRESSED if suffix and head.startswith(signature)),
+                  None)
+    if actual is not None:
+        return (f"its name ends in {name[len(bare):]}, but its bytes are {actual[0]} (they begin {head[:4].hex(' ')}); "
+                f"rename it to {bare}{actual[1]} and re-run")
+    return (f"its name ends in {name[len(bare):]}, but its bytes are not {named}-compressed (they begin "
+            f"{head[:4].hex(' ')}: {head[:8].decode('utf-8', 'replace')!r}); if it is plain text, rename it to "
+            f"{bare} and re-run")

@@ -172,7 +172,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     meter = ByteProgress(unit, stream, raw)
     count = unit.start == 0  # line/piece numbers are known from the file start only
 
-    with raw, stream, decode_errors(unit.path, raw):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
         if per_line:
@@ -277,7 +277,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 continue
         else:
             stream, raw = open_input(path, so)
-            with raw, stream, decode_errors(path, raw):
+            with raw, stream, decode_errors(path, raw, storage_options=so):
                 data = _read_capped(stream.read, limit)
                 done += raw.tell()
             if limit is not None and len(data) > limit:

@@ -172,3 +172,31 @@ def _plain(tmp_path, data: bytes, name: str):
     d.mkdir(exist_ok=True)
     (d / name).write_bytes(data)
     return d / name
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("a.jsonl.gz", LINES, "its name ends in .gz, but its bytes are not gzip-compressed (they begin 7b 22 74 65: "
+                          "'{\"text\":'); if it is plain text, rename it to a.jsonl and re-run"),
+    ("a.jsonl.zst", LINES, "its name ends in .zst, but its bytes are not zstd-compressed"),
+    ("a.jsonl.gz", lzma.compress(LINES), "its name ends in .gz, but its bytes are xz-compressed (they begin fd 37 7a "
+                                         "58); rename it to a.jsonl.xz and re-run"),
+    ("a.csv.bz2", gzip.compress(b"text\nx\n"), "its bytes are gzip-compressed (they begin 1f 8b 08 00); rename it to "
+                                               "a.csv.gz"),
+])
+def test_a_compressed_suffix_on_other_bytes_names_the_rename(tmp_path, name, content, message):
+    """Plain JSON Lines named .gz failed as "corrupt or truncated input ... replace the file"."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    fmt = "csv" if ".csv" in name else "jsonl"
+    with pytest.raises(SchemaError) as e:
+        _read(csv_reader if fmt == "csv" else jsonl, path, fmt)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
+
+
+def test_a_truncated_file_of_its_suffixs_compression_is_still_damage(tmp_path):
+    from pipeline.errors import PrepError
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(LINES)[:-30])
+    with pytest.raises(PrepError) as e:
+        _read(jsonl, path, "jsonl")
+    assert not isinstance(e.value, SchemaError) and "corrupt or truncated input" in str(e.value)
