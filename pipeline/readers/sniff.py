@@ -182,6 +182,21 @@ def misnamed_compression(path: str, open_raw) -> str | None:
     if actual is not None:
         return (f"its name ends in {name[len(bare):]}, but its bytes are {actual[0]} (they begin {head[:4].hex(' ')}); "
                 f"rename it to {bare}{actual[1]} and re-run")
+    if not _looks_like_text(head[:256]):
+        return None  # a damaged header, say: the unit fails as damage (under skip, the run goes on)
     return (f"its name ends in {name[len(bare):]}, but its bytes are not {named}-compressed (they begin "
             f"{head[:4].hex(' ')}: {head[:8].decode('utf-8', 'replace')!r}); if it is plain text, rename it to "
             f"{bare} and re-run")
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """UTF-8 (a character cut at the end allowed) with no control character but tab, CR and LF."""
+    for cut in range(4):
+        try:
+            text = head[:len(head) - cut].decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        return False
+    return all(c.isprintable() or c in "\t\r\n" for c in text)

@@ -193,10 +193,14 @@ def test_a_compressed_suffix_on_other_bytes_names_the_rename(tmp_path, name, con
     assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
 
 
-def test_a_truncated_file_of_its_suffixs_compression_is_still_damage(tmp_path):
+@pytest.mark.parametrize("damage", ["truncated", "header zeroed"])
+def test_a_damaged_file_of_its_suffixs_compression_is_still_damage(tmp_path, damage):
+    """Damage fails the file's unit (under skip the run goes on); only text or another codec's bytes
+    are taken for a wrong name."""
     from pipeline.errors import PrepError
     path = tmp_path / "a.jsonl.gz"
-    path.write_bytes(gzip.compress(LINES)[:-30])
+    blob = gzip.compress(LINES)
+    path.write_bytes(blob[:-30] if damage == "truncated" else b"\x00" * 10 + blob[10:])
     with pytest.raises(PrepError) as e:
         _read(jsonl, path, "jsonl")
     assert not isinstance(e.value, SchemaError) and "corrupt or truncated input" in str(e.value)
