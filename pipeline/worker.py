@@ -7,6 +7,7 @@ one document batch and one 8 MiB write buffer per split, whatever the corpus siz
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,9 +315,14 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     one_object = (" (or, for a file that is one JSON object holding its records in a list, set "
                   "source.records_field to its key)" if unit.format == "jsonl" and missing == 1
                   and "a list of" in detail else "")
+    # lines that are JSON strings or arrays have no fields to name: jq gives them one
+    bare = {"str": "JSON strings", "list": "JSON arrays"}.get(detail.partition("the record is ")[2].split(",")[0])
+    name = os.path.basename(unit.path)
+    fix = (f"the records are {bare}, not objects: give each a text field first, e.g. jq -c "
+           f"'{{text: {'.' if bare == 'JSON strings' else '.[1]'}}}' {name} > objects-{name}" if bare and
+           unit.format == "jsonl" else f"set source.{key} to the field holding the text{one_object}")
     raise SchemaError(f"{first['source']}: {key} names a field that none of the {missing:,} records of this "
-                      f"file's first unit has ({_where(first)}: {detail}); set source.{key} to the field holding "
-                      f"the text{one_object}")
+                      f"file's first unit has ({_where(first)}: {detail}); {fix}")
 
 
 def _where(row: dict) -> str:

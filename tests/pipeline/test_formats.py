@@ -259,6 +259,14 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     with pytest.raises(SchemaError, match=r"\['messages': a list of 1 object\]\); set source\.text_field to the field "
                                           r"holding the text$"):
         run(tmp_path, {"path": str(d / "chat.jsonl")}, "chat")
+    # lines that are JSON strings or arrays have no field to name: the fix gives them one
+    (d / "strings.jsonl").write_text("".join(json.dumps(f"document {i}") + "\n" for i in range(20)))
+    with pytest.raises(SchemaError, match=r"\(line 1: no 'text'; the record is str, not an object\); the records are "
+                                          r"JSON strings, not objects: give each a text field first, e.g. jq -c "
+                                          r"'\{text: \.\}' strings\.jsonl > objects-strings\.jsonl$"):
+        run(tmp_path, {"path": str(d / "strings.jsonl")}, "strings")
+    (d / "objects-strings.jsonl").write_text("".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(20)))
+    assert read_manifest(run(tmp_path, {"path": str(d / "objects-strings.jsonl")}, "objects")).splits["train"].num_docs == 20
     # a dataset left empty by text in another encoding: the note says how to read it, and that reads it
     (d / "latin1.txt").write_bytes("Café crème, übermäßig.\n".encode("latin-1") * 3)
     recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "latin1.txt")},
