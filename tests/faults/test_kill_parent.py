@@ -118,6 +118,27 @@ def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus, 
     assert snapshot(out) == snapshot(reference) and len(snapshot(out)) > 4
 
 
+def test_a_parquet_row_group_in_parts_resumes_identically(tmp_path, corpus):
+    """One big row group split by rows (readers/parquet.py): a killed run's finished parts are kept and
+    the re-run's dataset is the uninterrupted run's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from faultkit import snapshot, write_recipe
+    path = tmp_path / "one.parquet"
+    texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()]
+    pq.write_table(pa.table({"text": texts}), path, compression="none")  # one row group of ~450 kB
+    recipe = write_recipe(tmp_path, path, source={"path": str(path), "text_field": "text"})
+    reference = tmp_path / "reference"
+    assert run_prep(recipe, reference, workers=2).returncode == 0
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, workers=2, fault="journal:2").returncode == -signal.SIGKILL
+    rerun = run_prep(recipe, out, workers=2)
+    assert rerun.returncode == 0, rerun.stderr
+    ran, total = map(int, re.search(r"(\d+)/(\d+) units", rerun.stdout).groups())
+    assert total == 4 and ran == 2  # ROW_GROUP_PARTS parts; the two journaled ones kept
+    assert snapshot(out) == snapshot(reference) and len(snapshot(out)) > 4
+
+
 def test_random_kills_of_the_parent_then_rerun_is_identical(tmp_path, recipe, reference):
     """Kill the parent (only the parent: its workers must notice) at random moments, over and over
     on the same output, then let a run finish: same bytes, and nothing of any killed run lives on.

@@ -306,6 +306,32 @@ def test_a_csv_with_another_delimiter_reads_with_source_delimiter(tmp_path, deli
         assert got == want
 
 
+def test_one_big_parquet_row_group_in_parts_gives_the_shards_of_many_row_groups(tmp_path):
+    """pandas' and pyarrow's default: up to 1 Mi rows in one row group. Split by rows into units, on 2
+    workers, with a val split: the documents of the same rows written as many small row groups, in
+    order, in the same splits (shard boundaries follow the units' parts, so with several shards their
+    bytes may differ; with one, they are the same)."""
+    texts = corpus_texts(1200)
+    d = tmp_path / "d"
+    d.mkdir()
+    pq.write_table(pa.table({"text": texts}), d / "one.parquet")
+    pq.write_table(pa.table({"text": texts}), d / "many.parquet", row_group_size=100)
+    outs = {}
+    for name in ("one", "many"):
+        outs[name] = run(tmp_path, {"path": str(d / f"{name}.parquet")}, name, workers=2,
+                         output={"val_fraction": 0.1}, unit_bytes=65536)
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "one.parquet")}, "unit_bytes": 65536,
+                               "tokenizer": {"path": str(DEMO_TOKENIZER)}, "output": {"dir": str(tmp_path / "x")}})
+    assert len(plan_units(recipe)) > 1  # the one row group, in parts
+    for split in ("train", "val"):
+        one, many = read_split(outs["one"], split), read_split(outs["many"], split)
+        assert len(one) == len(many) > 0 and all(np.array_equal(a, b) for a, b in zip(one, many))
+    for name in ("one", "many"):  # one shard each: the same bytes
+        outs[name] = run(tmp_path, {"path": str(d / f"{name}.parquet")}, f"{name}-1", workers=2,
+                         output={"val_fraction": 0.1, "shard_tokens": 10**8}, unit_bytes=65536)
+    assert shard_bytes(outs["one"]) == shard_bytes(outs["many"])
+
+
 def test_records_field_reads_files_that_are_one_json_object(tmp_path):
     """`source.records_field`: files like `{"version": 1, "data": [...]}`, small ones grouped in units,
     give the dataset of the same records as JSON Lines; a damaged one is a failed unit under skip."""

@@ -1,13 +1,17 @@
-"""Parquet: units are file x row groups, only the text column is read, damage names the row group."""
+"""Parquet: units are file x row groups (a big row group in parts of its rows when a source has few
+units), only the text column is read, damage names the row group."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import PrepError
 from pipeline.readers import parquet as pq_reader
+from pipeline.readers.base import BadRecords
 from pipeline.recipe import SourceConfig
 from tests.pipeline.readers import readerkit
 
@@ -84,3 +88,67 @@ def test_missing_column_is_a_file_error(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), path)
     with pytest.raises(PrepError, match=r"text_field 'text' is not a column; the file has 'body'"):
         read_all(SourceConfig(path=str(path)), [str(path)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 400), st.integers(0, 300)), min_size=1, max_size=4),
+       st.integers(2_000, 60_000), st.integers(1, 64), st.booleans(), st.integers(0, 40))
+def test_big_row_groups_in_parts_read_as_the_whole_file(tmp_path_factory, files, unit_bytes, batch_docs, template,
+                                                        nulls):
+    """Files of one row group or several (`(rows, row group size)`: 0 is one group), each over
+    `unit_bytes` or not: whether or not a row group is cut into parts, every unit's texts, positions and
+    rejects together are the file's, in order, once; parts tile their row group."""
+    d = tmp_path_factory.mktemp("pq")
+    paths, want_texts, want_pos, want_bad = [], [], [], []
+    for fi, (n, group) in enumerate(files):
+        texts = [None if nulls and i % nulls == 0 else f"f{fi} doc {i} " + "x" * (i * 7 % 300) for i in range(n)]
+        path = d / f"f{fi}.parquet"
+        pq.write_table(pa.table({"id": list(range(n)), "text": texts}), path, row_group_size=group or None)
+        paths.append(str(path))
+        for i, t in enumerate(texts):
+            if t is None:
+                want_bad.append((str(path), i))
+            else:
+                want_texts.append(f"{i}: {t}" if template else t)
+                want_pos.append(i)
+    source = SourceConfig(path=paths, text_template="{id}: {text}" if template else None)
+    units = pq_reader.plan(source, 0, paths, unit_bytes)
+    parts = [u for u in units if u.payload]
+    if parts:
+        assert len([u for u in units if not u.payload]) + len({(u.path, u.start) for u in parts}) < pq_reader.SPLIT_BELOW_UNITS
+    for (path, rg), group_parts in _by_group(parts).items():
+        rows = pq.ParquetFile(path).metadata.row_group(rg).num_rows
+        spans = [tuple(map(int, u.payload.decode().split(":"))) for u in group_parts]
+        assert spans[0][0] == 0 and spans[-1][1] == rows and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert 2 <= len(spans) <= pq_reader.ROW_GROUP_PARTS
+    got_texts, got_pos, got_bad = [], [], []
+    for u in units:
+        bad = BadRecords(u, "skip")
+        for batch in pq_reader.iter_batches(u, source, bad, batch_docs):
+            got_texts += batch.texts
+            got_pos += batch.positions.tolist()
+        got_bad += [(r["source"], r["row"]) for r in bad.rows]
+    assert got_texts == want_texts and got_pos == want_pos and got_bad == want_bad
+
+
+def _by_group(parts):
+    out = {}
+    for u in parts:
+        out.setdefault((u.path, u.start), []).append(u)
+    return out
+
+
+def test_one_big_row_group_is_shared_and_many_are_not_split(tmp_path):
+    """pandas and pyarrow write up to 1 Mi rows as one row group: it was one unit."""
+    texts = [f"document {i} " + "y" * (i % 200) for i in range(4000)]
+    one, many = tmp_path / "one.parquet", tmp_path / "many.parquet"
+    pq.write_table(pa.table({"text": texts}), one)
+    pq.write_table(pa.table({"text": texts}), many, row_group_size=400)
+    units = pq_reader.plan(SourceConfig(path=str(one)), 0, [str(one)], 5_000)
+    assert len(units) == pq_reader.ROW_GROUP_PARTS and all((u.start, u.end) == (0, 1) and u.payload for u in units)
+    assert sum(u.size for u in units) == pq_reader._row_group_bytes(pq.ParquetFile(one).metadata, 0)
+    # ten row groups over unit_bytes: enough units already, none split (each part would decode its group again)
+    units = pq_reader.plan(SourceConfig(path=str(many)), 0, [str(many)], 2_000)
+    assert len(units) == 10 and not any(u.payload for u in units)
+    _, got, positions, _ = read_all(SourceConfig(path=str(one)), [str(one)], unit_bytes=5_000)
+    assert got == texts and positions == list(range(4000))
