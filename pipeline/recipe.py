@@ -144,6 +144,14 @@ _ARCHIVES = (".zip", ".tar", ".tgz", ".7z", ".rar")
 _OTHER_COMPRESSIONS = (".lz4", ".br", ".lzma", ".z", ".lzo", ".sz")
 
 
+def _suffix_globs(directory: str) -> list[str]:
+    """A glob per suffix of the files under a directory (their folder/*.suffix), in listing order."""
+    globs: dict[str, None] = {}
+    for f in dir_census(directory):
+        globs.setdefault(os.path.join(os.path.dirname(f), "*" + os.path.splitext(f)[1]), None)
+    return list(globs)
+
+
 def _unread_suffix_hint(path: str) -> str:
     """What to do with a path whose suffix names an archive, a compression prep does not read, or a
     Hugging Face datasets Arrow file; "" for any other."""
@@ -218,8 +226,12 @@ class SourceConfig:
                                     f"the files to read under it ({', '.join(FORMATS[:-1])})")
                 if (d := local_dir(p)) is not None and len(found := dir_formats(d)) != 1:
                     kinds = ", ".join(f"{n} {fmt}" for fmt, n in sorted(found.items())) or "no file of a known format"
-                    raise PrepError(f"source.path: {p!r} is a directory holding {kinds}; set source.format to "
-                                    f"read one kind, or give a glob such as {os.path.join(p, '*.jsonl')!r}")
+                    # files of a suffix prep does not read (a datasets cache's .arrow, archives): what to do
+                    unread = "" if found else next((h for h in map(_unread_suffix_hint, _suffix_globs(d)) if h), "")
+                    raise PrepError(f"source.path: {p!r} is a directory holding {kinds}; "
+                                    + (f"its files: {unread}" if unread else
+                                       f"set source.format to read one kind, or give a glob such as "
+                                       f"{os.path.join(p, '*.jsonl')!r}"))
             hint = next((h for h in map(_unread_suffix_hint, self.paths()) if h), "")
             raise PrepError(f"source.format: cannot infer the format of {self.path!r} from its suffix; "
                             + (hint or f"set source.format to one of {', '.join(FORMATS)}"))

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import pickle
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +77,9 @@ def _saved_arrow(source: SourceConfig):
             if split not in splits:
                 raise PrepError(f"source.split: {split!r} is not a split of {source.path} (it has {', '.join(splits)})")
             root = root / split
+        if not (root / "state.json").is_file():  # load_dataset's cache directory, not save_to_disk's
+            files = _cache_arrow_files(root, split, source.path)
+            return (files, _open_arrow(files)) if files else None
         state = json.loads((root / "state.json").read_text(encoding="utf-8"))
         files = tuple(os.path.abspath(root / f["filename"]) for f in state["_data_files"])
         if not files or state.get("_indices_data_files"):
@@ -85,6 +89,22 @@ def _saved_arrow(source: SourceConfig):
         raise
     except Exception:  # unreadable or unexpected: load_from_disk reports what is wrong
         return None
+
+
+def _cache_arrow_files(root: Path, split: str, path: str) -> tuple[str, ...]:
+    """A `datasets` cache directory's Arrow files of `split`, in shard order: what load_dataset wrote
+    under ~/.cache/huggingface/datasets/<name>/<config>/<version>/<hash>/ (dataset_info.json and
+    <builder>-<split>.arrow or <builder>-<split>-NNNNN-of-NNNNN.arrow). load_from_disk refuses that
+    directory ("neither a Dataset directory nor a DatasetDict directory"); its files are the same
+    Arrow streams as a saved dataset's. Empty when it holds none."""
+    arrows = sorted(root.glob("*.arrow"))
+    files = [f for f in arrows if re.fullmatch(rf".+-{re.escape(split)}(-\d+-of-\d+)?\.arrow", f.name)]
+    if not files and arrows:
+        have = sorted({m.group(1) for f in arrows if not f.name.startswith("cache-")
+                       and (m := re.fullmatch(r".+?-([^-]+)(-\d+-of-\d+)?\.arrow", f.name))})
+        raise PrepError(f"source.split: {split!r} is not a split of {path} (its Arrow files have "
+                        f"{', '.join(have) or 'no split names'})")
+    return tuple(os.path.abspath(f) for f in files)
 
 
 _PACKAGED = {"json", "parquet", "csv", "text", "arrow", "pandas", "webdataset", "imagefolder", "audiofolder"}

@@ -183,3 +183,28 @@ def test_forkserver_preloads_datasets_only_where_workers_use_it(tmp_path):
     }
     assert {k for k, s in uses.items() if _workers_import_datasets(s)} == {"streamed", "split slice",
                                                                            "remote saved directory"}
+
+
+def test_a_load_dataset_cache_directory_is_read_with_pyarrow(tmp_path):
+    """load_dataset's cache directory (dataset_info.json, <builder>-<split>[-NNNNN-of-NNNNN].arrow; no
+    state.json) failed: load_from_disk refuses it. Its Arrow files are read in shard order, a .map()
+    cache file beside them left out, and a split it lacks is named with those it has."""
+    (tmp_path / "data").mkdir()
+    splits = (("train", 300), ("test", 20), ("train_sft", 7))  # a split named as another's prefix, too
+    for name, n in splits:
+        (tmp_path / "data" / f"{name}.jsonl").write_text(
+            "".join(json.dumps({"text": f"{name} document {i}"}) + "\n" for i in range(n)))
+    files = {s: str(tmp_path / "data" / f"{s}.jsonl") for s, _ in splits}
+    ds = datasets.load_dataset("json", data_files=files, cache_dir=str(tmp_path / "cache"))
+    ds["train"].map(lambda r: {"text": r["text"].upper()})  # writes a cache-<fingerprint>.arrow beside them
+    cache_dir = Path(ds["train"].cache_files[0]["filename"]).parent
+    assert (cache_dir / "dataset_info.json").is_file() and not (cache_dir / "state.json").exists()
+    assert any(p.name.startswith("cache-") for p in cache_dir.glob("*.arrow"))
+    for split, n in splits:
+        source = SourceConfig(path=str(cache_dir), format="hf", split=split)
+        units, texts, positions, bad = read_all(source, unit_bytes=2048)
+        assert texts == [f"{split} document {i}" for i in range(n)] and positions == list(range(n)) and not bad
+        assert all(u.paths for u in units)  # read with pyarrow, no `datasets` in the workers
+    with pytest.raises(PrepError, match=r"source\.split: 'validation' is not a split of .* \(its Arrow files have "
+                                        r"test, train, train_sft\)"):
+        hf_reader.plan(SourceConfig(path=str(cache_dir), format="hf", split="validation"), 0, [str(cache_dir)], 1 << 16)
