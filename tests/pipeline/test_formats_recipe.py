@@ -97,3 +97,21 @@ def test_a_directory_is_its_files_of_one_format(tmp_path):
     saved.mkdir()
     (saved / "state.json").write_text("{}")
     assert Recipe.from_dict({**BASE, "source": {"path": str(saved)}}).sources[0].resolved_format() == "hf"
+
+
+def test_a_directory_of_files_prep_does_not_read_says_what_to_do(tmp_path):
+    arrows, zips, other = tmp_path / "arrows", tmp_path / "zips", tmp_path / "other"
+    for d, names in ((arrows, ("x-train-00000-of-00002.arrow", "x-train-00001-of-00002.arrow")),
+                     (zips, ("part1.zip",)), (other, ("notes.weird",))):
+        d.mkdir()
+        for name in names:
+            (d / name).write_bytes(b"\x00")
+    cases = [(arrows, f"holding no file of a known format; its files: an Arrow file (as Hugging Face datasets caches "
+                      f"them) is read with source.format: hf, source.path: arrow and source.data_files: "
+                      f"'{arrows}/*.arrow'"),
+             (zips, "its files: a .zip archive is not read: extract it and point source.path at the files"),
+             (other, "holding no file of a known format; set source.format to read one kind, or give a glob")]
+    for d, message in cases:
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict({**BASE, "source": {"path": str(d)}})
+        assert message in str(e.value)
