@@ -422,8 +422,63 @@ def ranged_input_bytes(files: list[str], unit_bytes: int, fmt: str, storage_opti
 def open_raw(path: str, storage_options: dict | None = None) -> BinaryIO:
     if is_url(path):
         import fsspec
+        if not serves_ranges(path, storage_options):  # read it as one stream from its start
+            body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
+            return io.BufferedReader(_OneStream(body), buffer_size=1 << 20)  # peek() for the readers' looks
         return fsspec.open(path, "rb", **(storage_options or {})).open()
     return open(local_path(path), "rb")
+
+
+class _OneStream(io.RawIOBase):
+    """A response body read once (fsspec's HTTPStreamFile says it is seekable, and a look that read
+    ahead and sought back lost the bytes it read): not seekable, so readers peek through a
+    BufferedReader instead."""
+
+    def __init__(self, body):
+        self._body = body
+        self._read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:  # bytes read so far (progress)
+        return self._read
+
+    def readinto(self, b) -> int:
+        data = self._body.read(len(b))
+        b[:len(data)] = data
+        self._read += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._body.close()
+        super().close()
+
+
+_RANGES: dict[str, bool] = {}  # http(s) URL: whether its server answers range requests (per process)
+
+
+def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
+    """False for an http(s) URL whose server answers a range request with the whole file (Python's
+    `http.server`, some plain servers): fsspec then refuses every read past its first block ("The HTTP
+    server doesn't appear to support range requests"), which stopped a run with a traceback. Such a
+    file is planned as one unit (plain) and read as one stream from its start. Asked once per URL and
+    process, with a 1-byte range request past the start (fsspec raises before reading the body); True
+    for any other URL scheme, and when the probe fails otherwise (the read then says why)."""
+    if not path.startswith(("http://", "https://")):
+        return True
+    if path not in _RANGES:
+        import fsspec
+        try:
+            with fsspec.open(path, "rb", block_size=1, **(storage_options or {})).open() as f:
+                f.seek(1)
+                f.read(1)
+            _RANGES[path] = True
+        except ValueError as e:
+            _RANGES[path] = "range requests" not in str(e)
+        except Exception:
+            _RANGES[path] = True
+    return _RANGES[path]
 
 
 class InputCorrupt(OSError):

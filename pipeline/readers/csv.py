@@ -53,6 +53,7 @@ from pipeline.readers.base import (
     open_unit,
     ranged_input_bytes,
     scan_blocks,
+    serves_ranges,
 )
 from pipeline.readers.sniff import peek_head, refuse_mislabeled
 from pipeline.recipe import SourceConfig
@@ -164,7 +165,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
             units += compressed_ranges(source_index, fi, path, size, unit_bytes, fmt, source.storage_options)
             continue
         cuts: list[int] = []
-        if size > unit_bytes:
+        if size > unit_bytes and serves_ranges(path, source.storage_options):
             with open_raw(path, source.storage_options) as f:
                 cuts = [c for c in record_cuts(f, unit_bytes, delimiter, path, size) if c < size]
         bounds = [0, *cuts, size]

@@ -41,6 +41,7 @@ from pipeline.readers.base import (
     planned_decompressed_size,
     planned_head,
     ranged_input_bytes,
+    serves_ranges,
     without_bom,
 )
 from pipeline.readers.sniff import peek_head, refuse_mislabeled
@@ -78,7 +79,7 @@ def plan_byte_ranges(source_index: int, files: list[str], unit_bytes: int, fmt: 
             else:
                 units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
             continue
-        if size <= unit_bytes:
+        if size <= unit_bytes or not serves_ranges(path, storage_options):  # no ranges: one stream
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
             continue
         for start in range(0, size, unit_bytes):

@@ -48,13 +48,15 @@ def peek_head(stream, n: int = HEAD_BYTES) -> bytes:
     (it may give fewer), else read and seek back; b"" when it can do neither."""
     if hasattr(stream, "peek"):
         return stream.peek(n)[:n]
+    if not getattr(stream, "seekable", lambda: True)():  # read once: a look would lose what it read
+        return b""
     try:
         pos = stream.tell()
-        head = stream.read(n)
-        stream.seek(pos)
-        return head
     except (AttributeError, OSError, ValueError):
         return b""
+    head = stream.read(n)
+    stream.seek(pos)  # a stream that read but cannot seek back fails here, not silently short
+    return head
 
 
 def mislabeled(path: str, head: bytes, compression: str | None) -> str | None:
