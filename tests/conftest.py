@@ -110,6 +110,15 @@ def read_split(out: Path, split: str) -> list[np.ndarray]:
     return docs
 
 
+def reads_as_text(data: bytes) -> bool:
+    """Whether no start of `data` that a reader may peek at (a spooled window holds only its unit's
+    bytes) looks like a compressed file, an archive or UTF-16/32 to pipeline/readers/sniff.py, which
+    stops the run there: property tests of arbitrary bytes assume it (hypothesis finds the signatures
+    in the code under test)."""
+    from pipeline.readers.sniff import HEAD_BYTES, mislabeled
+    return all(mislabeled("f", data[:n], None) is None for n in range(1, min(len(data), HEAD_BYTES) + 1))
+
+
 def tree_bytes(out: Path) -> dict[str, bytes]:
     """Relative path -> bytes for every file of a finished dataset (what must be identical)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))

@@ -83,8 +83,9 @@ def mislabeled(path: str, head: bytes, compression: str | None) -> str | None:
     if suffix:
         return (f"its bytes are {what} (they begin {head[:4].hex(' ')}), but its name does not end in {suffix}, so "
                 f"they would be read as plain text; rename it to {name}{suffix} or decompress it, then re-run")
-    return (f"its bytes are {what} (they begin {head[:4].hex(' ')}), which prep does not read; extract it and "
-            "point source.path at the files, then re-run")
+    fix = ("extract it and point source.path at the files" if what.startswith("a ") else
+           "decompress it (or recompress it as .zst)")
+    return f"its bytes are {what} (they begin {head[:4].hex(' ')}), which prep does not read; {fix}, then re-run"
 
 
 def _identify(head: bytes) -> tuple[str, str | None] | None:
@@ -113,8 +114,10 @@ def _identify(head: bytes) -> tuple[str, str | None] | None:
 
 
 def _decodes(head: bytes, suffix: str | None) -> bool:
-    """Whether the codec of `suffix` takes the head without an error (it may want more; None: a
-    format prep has no decoder for, taken on its signature)."""
+    """Whether the codec of `suffix` takes the head without an error (it may want more); for a format
+    prep has no decoder for, whether its header's fields hold what a writer puts there."""
+    if suffix is None:
+        return _archive_header(head)
     try:
         if suffix == ".gz":
             zlib.decompressobj(31).decompress(head)
@@ -128,6 +131,21 @@ def _decodes(head: bytes, suffix: str | None) -> bool:
     except Exception:  # zlib.error, ZstdError, OSError, LZMAError: not that codec's stream
         return False
     return True
+
+
+def _archive_header(head: bytes) -> bool:
+    """A zip local file header (a known compression method, a file name of printable ASCII/UTF-8), a
+    7z signature header (its CRC-32 over the next 20 bytes), or an lz4 frame descriptor (version 01,
+    reserved bits clear, a block size code of 4-7)."""
+    if head.startswith(b"PK\x03\x04"):
+        method = int.from_bytes(head[8:10], "little")
+        n = int.from_bytes(head[26:28], "little")
+        name = head[30:30 + n]
+        return method in (0, 8, 9, 12, 14, 93, 95, 98, 99) and 0 < n <= 1024 and _looks_like_text(name[:64])
+    if head.startswith(b"7z\xbc\xaf\x27\x1c"):
+        return len(head) >= 32 and zlib.crc32(head[12:32]) == int.from_bytes(head[8:12], "little")
+    flg, bd = head[4], head[5]  # lz4
+    return flg >> 6 == 1 and not flg & 0x02 and not bd & 0x8F and (bd >> 4) & 7 >= 4
 
 
 def _tar_header(head: bytes) -> bool:

@@ -9,7 +9,7 @@ import re
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import PrepError
@@ -335,6 +335,8 @@ wrapper = st.dictionaries(key, json_value, max_size=3)
 @given(st.lists(record, min_size=1, max_size=20), st.sampled_from(["data", "a.rows", "é\"[.x"]),
        st.lists(st.tuples(wrapper, wrapper), min_size=2, max_size=2), st.sampled_from([None, 0, 2]),
        st.booleans(), st.booleans(), st.integers(1, 200), st.integers(1, 64), st.integers(1, 9))
+@example(records=[None, {"text": ""}], field="data", around=[({}, {}), ({}, {})], indent=None, ascii_only=False,
+         bom=False, unit_bytes=1, piece=15, block=1)  # a unit under a piece: the plan cuts at unit granularity
 def test_a_records_field_list_cut_reads_as_the_object_read_whole(tmp_path_factory, records, field, around, indent,
                                                                  ascii_only, bom, unit_bytes, piece, block):
     """An object holding its records in a list under records_field (keys before and after it, at
@@ -354,13 +356,15 @@ def test_a_records_field_list_cut_reads_as_the_object_read_whole(tmp_path_factor
         mp.setattr(json_cuts, "SCAN_BLOCK", block)
         units, cut = read_all(path, unit_bytes, records_field=field)
         cuts, kind, why, (lo, hi) = json_cuts.scan_stream_cuts(io.BytesIO(data), piece, field=field)
+        # the plan scans in pieces of at most a unit (jsonl._value_units): its candidate cuts
+        planned = json_cuts.scan_stream_cuts(io.BytesIO(data), min(unit_bytes, piece), field=field)[0]
     assert (kind, why) == ("array", "") and orjson.loads(data[lo:hi]) == records
     assert cuts == reference_cuts(data, "array", piece, lo)
     assert cut == read_all(path, WHOLE, records_field=field)[1]
     assert units[0].start in (0, lo) and all(u.start > lo and data[u.start:u.start + 1] == b"," for u in units[1:])
     # cut wherever a unit's worth of the list lies before one of its cuts (not only when convenient)
     if len(data) > unit_bytes:
-        assert (len(units) > 1) == any(c >= (lo // unit_bytes + 1) * unit_bytes for c, _ in cuts)
+        assert (len(units) > 1) == any(c >= (lo // unit_bytes + 1) * unit_bytes for c, _ in planned)
 
 
 @pytest.mark.parametrize("body, why", [

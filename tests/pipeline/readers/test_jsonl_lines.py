@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import pipeline.readers.jsonl as jsonl
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import BadRecords, ByteProgress, decode_errors, open_input
-from pipeline.readers.sniff import HEAD_BYTES, mislabeled
 from pipeline.recipe import SourceConfig
 from pipeline.spool import Spooler, open_window
+from tests.conftest import reads_as_text
 
 
 def previous_iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -255,7 +255,7 @@ def test_iter_batches_matches_the_previous_implementation(tmp_path_factory, reco
     # where this reference rejects the first line
     assume(data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] != b"[" and not data.startswith(b"\xef\xbb\xbf"))
     # bytes that are gzip or UTF-16 under a plain name stop the run instead (test_sniff.py)
-    assume(mislabeled("d.jsonl", data[:HEAD_BYTES], None) is None)
+    assume(reads_as_text(data))
     path = tmp_path_factory.mktemp("jl") / ("d.jsonl.gz" if gz else "d.jsonl")
     path.write_bytes(gzip.compress(data) if gz else data)
     source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors,
@@ -278,7 +278,7 @@ def test_a_small_whole_file_read_at_once_gives_what_the_line_reader_gives(tmp_pa
     to the line reader. Either way the documents, positions, rejects and counts are the line reader's,
     which reads the same file as a byte range (not whole, so never at once)."""
     data = head + b"\n".join(records) + (b"\n" if final_newline and records else b"")
-    assume(mislabeled("d.jsonl", data[:HEAD_BYTES], None) is None)  # test_sniff.py
+    assume(reads_as_text(data))  # test_sniff.py
     path = tmp_path_factory.mktemp("small") / "d.jsonl"
     path.write_bytes(data)
     source = SourceConfig(path=str(path), max_record_bytes=max_bytes, encoding_errors=errors, min_chars=min_chars)

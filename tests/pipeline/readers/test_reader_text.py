@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import io
 
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.readers import text as text_reader
 from pipeline.recipe import SourceConfig
-from tests.conftest import read_spooled
+from tests.conftest import read_spooled, reads_as_text
 from tests.pipeline.readers import readerkit
 
 
@@ -116,6 +116,7 @@ def test_per_line_matches_a_line_by_line_reference(tmp_path_factory, lines, fina
     rejected with their line numbers, for any block size and unit cut."""
     import pipeline.readers.jsonl as jsonl
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    assume(reads_as_text(data))
     path = tmp_path_factory.mktemp("t") / "a.txt"
     path.write_bytes(data)
     source = SourceConfig(path=str(path), doc_separator="\n", max_record_bytes=max_bytes, encoding_errors=errors)
@@ -164,6 +165,7 @@ def test_ranges_of_a_compressed_file_read_as_the_plain_files_ranges(tmp_path_fac
 
     import pipeline.readers.jsonl as jsonl
     data = sep.join(parts)
+    assume(reads_as_text(data))
     d = tmp_path_factory.mktemp("t")
     plain = d / "a.txt"
     plain.write_bytes(data)

@@ -10,6 +10,7 @@ import json
 import lzma
 import tarfile
 import zipfile
+import zlib
 
 import pytest
 import zstandard
@@ -42,6 +43,7 @@ def _zip(data: bytes) -> bytes:
     return buf.getvalue()
 
 
+SEVEN_Z_REST = (100).to_bytes(8, "little") + (20).to_bytes(8, "little") + (12345).to_bytes(4, "little")
 # what a file holds -> (its bytes, words the reason must hold, the fix's words)
 DISGUISES = {
     "gzip": (gzip.compress(LINES), "gzip-compressed", "rename it to a.jsonl.gz"),
@@ -50,6 +52,9 @@ DISGUISES = {
     "xz": (lzma.compress(LINES), "xz-compressed", "rename it to a.jsonl.xz"),
     "zip": (_zip(LINES), "a zip archive", "extract it"),
     "tar": (_tar(LINES), "a tar archive", "tar -xf a.jsonl"),
+    "7z": (b"7z\xbc\xaf\x27\x1c\x00\x04" + zlib.crc32(SEVEN_Z_REST).to_bytes(4, "little") + SEVEN_Z_REST + b"\x00" * 40,
+           "a 7z archive", "extract it"),
+    "lz4": (b"\x04\x22\x4d\x18\x64\x40\xa7" + b"\x00" * 40, "lz4-compressed", "decompress it (or recompress it as .zst)"),
     "utf-16 bom": (LINES.decode().encode("utf-16"), "UTF-16LE", "iconv -f UTF-16LE -t UTF-8"),
     "utf-16be": (LINES.decode().encode("utf-16-be"), "UTF-16BE", "iconv -f UTF-16BE -t UTF-8"),
     "utf-32": (LINES.decode().encode("utf-32"), "UTF-32LE", "iconv -f UTF-32LE -t UTF-8"),
@@ -83,6 +88,9 @@ def test_inside_a_named_compression_the_reason_says_after_it():
     b"\xfd7zXZ\x00" + b"\x00" * 30,  # xz's signature, a header whose CRC does not match
     b"\xff\xfe\n{\"text\": \"after a stray BOM\"}\n",  # UTF-8 after it: no ASCII character as UTF-16
     b"\x00" * 257 + b"ustar\x0000" + b"\x00" * 248,  # a tar magic, but the header's checksum is wrong
+    b'\x04"M\x18<|eot|><|eot|>' + b"\x00" * 12,  # lz4's magic, then no frame descriptor (hypothesis found it)
+    b"PK\x03\x04" + b"\xff" * 40,  # zip's magic, then no local file header
+    b"7z\xbc\xaf\x27\x1c" + b"\x00" * 40,  # 7z's magic, its header's CRC-32 wrong
 ])
 def test_text_and_json_are_not_mistaken(head):
     assert mislabeled("/d/a.jsonl", head, None) is None
