@@ -188,7 +188,7 @@ class SourceConfig:
     (`{"version": 1, "data": [{"text": ...}, ...]}`: `data`), as `datasets.load_dataset("json",
     field=...)`. Each file is then read whole, as one unit."""
     delimiter: str | None = None
-    """csv only: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
+    """csv or tsv: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
     mark is a comma, `|`); None: `,` for csv, a tab for tsv."""
     min_chars: int = 0
     """Drop documents with fewer characters (after the template); counted as `too_short`."""

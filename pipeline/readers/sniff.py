@@ -4,10 +4,12 @@ and the fix.
 The readers take a file's compression from its suffix and read what that gives as UTF-8. Before
 this, a `.jsonl` that was really gzip, bzip2 or UTF-16 (PowerShell's `Out-File` writes UTF-16)
 gave one reject per line and an empty dataset, exit 0. A `.tar.gz` read with `format: text` gave
-one garbage document per archive (tar headers and all), exit 0. Each signature below starts with
-bytes that no UTF-8 text or JSON starts with (a byte that is invalid UTF-8 or a control character),
-so real text does not match one. The check reads nothing more: the head is peeked from the stream
-the reader opened, or cut from the bytes a small file's read already holds.
+one garbage document per archive (tar headers and all), exit 0. A signature is only a first
+filter (bzip2's, zip's and 7z's begin with letters, zstd's with "("): each claim is then checked
+past it, by the codec decoding the head or by fields a writer always sets, so neither real text nor
+a damaged line that begins like one is taken for it (hypothesis property tests in
+tests/pipeline/readers/test_sniff.py). The check reads nothing more: the head is peeked from the
+stream the reader opened, or cut from the bytes a small file's read already holds.
 """
 
 from __future__ import annotations
