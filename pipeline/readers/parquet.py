@@ -18,7 +18,15 @@ from dataclasses import replace
 
 from pipeline.errors import PrepError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, file_size, open_raw
+from pipeline.readers.base import (
+    READ_ROWS,
+    BadRecords,
+    DocBatch,
+    WorkUnit,
+    file_size,
+    open_raw,
+    serves_ranges,
+)
 from pipeline.recipe import SourceConfig, is_url
 
 __all__ = ["plan", "iter_batches"]
@@ -30,6 +38,10 @@ def _open(path: str, storage_options: dict, streamed: bool = False):
     text, 102 MB compressed, took a reader 260 MiB whole and 165 MiB so, in the same time, and the
     start of a big row group (a split unit, below) is read without the rest."""
     import pyarrow.parquet as pq
+    if is_url(path) and not serves_ranges(path, storage_options):
+        raise PrepError(f"{path}: its server answers range requests with the whole file, and Parquet is read "
+                        "from its end (the footer) by ranges; download the file and give its local path, or serve "
+                        "it with range requests")
     f = open_raw(path, storage_options)
     try:
         if streamed and not is_url(path):

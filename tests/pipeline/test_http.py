@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.errors import PrepError
 from pipeline.executor import tokenize
 from pipeline.readers import base, plan_units
 from pipeline.recipe import Recipe
@@ -104,3 +105,18 @@ def test_a_server_without_ranges_gives_one_streamed_unit_and_the_same_documents(
         for split, docs in want.items():
             got = read_split(result.out, split)
             assert len(got) == len(docs) > 0 and all(np.array_equal(a, b) for a, b in zip(got, docs))
+
+
+def test_parquet_on_a_server_without_ranges_says_so(tmp_path, serve):
+    """Parquet is read from its end by ranges: on such a server a run gets a message that says why,
+    not "not a readable Parquet file ... replace the file"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    www, start = serve
+    pq.write_table(pa.table({"text": [f"document {i}" for i in range(300)]}), www / "d.parquet")
+    ranged = _recipe(tmp_path, f"{start(_RangeHandler)}/d.parquet", "pq-ranged")
+    assert tokenize(ranged, show_progress=False).manifest.splits["train"].num_docs > 250
+    plain = _recipe(tmp_path, f"{start(_PlainHandler)}/d.parquet", "pq-plain")
+    with pytest.raises(PrepError, match=r"d\.parquet: its server answers range requests with the whole file, and "
+                                        r"Parquet is read from its end"):
+        tokenize(plain, show_progress=False)
