@@ -215,13 +215,16 @@ def iter_line_groups(f, start: int, end: int, max_bytes: int | None = None
     lines: 105 ms vs 156 ms for 43.5 MB; even at ~300 bytes). So a block whose predecessor's lines
     averaged under DENSE_LINE_BYTES is split as before. Only a line spanning blocks is joined (a copy
     of that line); the partial line at a block's end is copied so no view keeps a whole block alive.
-    A line longer than `max_bytes` is yielded cut short (but still longer than `max_bytes`, so the
-    caller can tell), and never held whole in memory.
+    A line longer than `max_bytes` is yielded cut short (but still longer than `max_bytes` + 1, so the
+    caller can tell, after cutting a CR too), and never held whole in memory.
     """
     pos = start  # offset of the next line's first byte
     pending: list[bytes] = []  # pieces of a line that started in an earlier block
     pending_len = 0
-    cap = max_bytes + 1 if max_bytes is not None else None
+    # a line cut short keeps at least max_bytes + 2 bytes: the text reader strips a CR before the
+    # newline, and a line cut at max_bytes + 1 that ended in one ("aaaaaa\rb", max 6) became a
+    # document of max_bytes, its rest lost (hypothesis found it)
+    cap = max_bytes + 2 if max_bytes is not None else None
     stop = end if end >= 0 else sys.maxsize  # lines must start before `stop`
     dense = None  # the previous block's lines were short: split this one (None: no block read yet)
     nl = b"\n"

@@ -109,6 +109,7 @@ line_piece = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b""
 @example([b"\xef\xbb\xbfok\r", b"x"], True, 4, 100, None, "skip")  # a BOM: cut
 @example([b"\xef\xbb\xbfabcdef", b"x"], True, 4, 100, 5, "skip")  # too long with it: kept, rejected
 @example([b"\xef\xbb\xbf", b"x"], False, 2, 3, None, "skip")  # alone on its line: a blank line
+@example([b"aaaaaa\rb"], False, 1, 1, 6, "skip")  # cut short just after a CR: still too long, not "aaaaaa"
 def test_per_line_matches_a_line_by_line_reference(tmp_path_factory, lines, final_newline, block, unit_bytes,
                                                    max_bytes, errors):
     """Per-line documents (a block's lines decoded at once when all are plain, one by one when not)
