@@ -55,7 +55,7 @@ from pipeline.readers.base import (
     scan_blocks,
     serves_ranges,
 )
-from pipeline.readers.sniff import peek_head, refuse_mislabeled
+from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig
 
 __all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "delimiter_of"]
@@ -590,7 +590,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
 
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
-            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
+            refuse_mislabeled_stream(unit.path, stream)
         try:
             for item in _iter_rows(stream, start, end, limit, delimiter, columnar):
                 if type(item) is _Texts:

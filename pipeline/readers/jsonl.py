@@ -44,7 +44,7 @@ from pipeline.readers.base import (
     serves_ranges,
     without_bom,
 )
-from pipeline.readers.sniff import peek_head, refuse_mislabeled
+from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig, is_url
 
 log = logging.getLogger("prep")
@@ -344,7 +344,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             yield from json_array.iter_array_batches(source, bad, batch_docs, groups, meter)
             return
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
-            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
+            refuse_mislabeled_stream(unit.path, stream)
         whole = (unit.start, unit.end) == (0, -1)
         if whole and stream is raw and unit.size <= READ_BLOCK:
             # a small plain file (a group's member, say) at once: 82 -> 56 us per file of 3.2 KB

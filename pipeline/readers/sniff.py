@@ -180,6 +180,13 @@ def refuse_mislabeled(path: str, head: bytes, compression: str | None) -> None:
         raise SchemaError(f"{path}: {why}")
 
 
+def refuse_mislabeled_stream(path: str, stream) -> None:
+    """refuse_mislabeled on the head of a reader's stream at its file's start (decompressed as the
+    path's suffix says), without consuming it."""
+    from pipeline.readers.base import compression_of
+    refuse_mislabeled(path, peek_head(stream), compression_of(path))
+
+
 _MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
 
 

@@ -42,7 +42,7 @@ from pipeline.readers.base import (
     without_bom,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
-from pipeline.readers.sniff import HEAD_BYTES, peek_head, refuse_mislabeled
+from pipeline.readers.sniff import HEAD_BYTES, refuse_mislabeled, refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig, is_url
 
 __all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
@@ -174,7 +174,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
 
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
-            refuse_mislabeled(unit.path, peek_head(stream), compression_of(unit.path))
+            refuse_mislabeled_stream(unit.path, stream)
         if per_line:
             pos = seek_line_start(stream, unit.start)
             # a read block's lines at a time (see jsonl.iter_line_groups)
