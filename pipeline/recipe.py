@@ -133,10 +133,15 @@ def infer_format(path: str, look_inside: bool = True) -> str | None:
             return "hf"
         formats = dir_formats(d)
         return next(iter(formats)) if len(formats) == 1 else None
+    return _SUFFIX_FORMATS.get(_data_suffix(path))
+
+
+def _data_suffix(path: str) -> str:
+    """The lower-case suffix under a compression suffix: ".jsonl" for "x.JSONL.gz"."""
     p = path.lower()
     if p.endswith(COMPRESSION_SUFFIXES):  # one C call: this runs once per file of a directory
         p = p[:p.rfind(".")]
-    return _SUFFIX_FORMATS.get(os.path.splitext(p)[1])
+    return os.path.splitext(p)[1]
 
 
 # suffixes of files prep does not read, with what to do instead (resolved_format's error)
@@ -155,10 +160,7 @@ def _suffix_globs(directory: str) -> list[str]:
 def _unread_suffix_hint(path: str) -> str:
     """What to do with a path whose suffix names an archive, a compression prep does not read, or a
     Hugging Face datasets Arrow file; "" for any other."""
-    p = path.lower()
-    for suffix in COMPRESSION_SUFFIXES:
-        p = p[: -len(suffix)] if p.endswith(suffix) else p
-    ext = os.path.splitext(p)[1]
+    ext = _data_suffix(path)
     if ext in _ARCHIVES:
         return f"a {ext} archive is not read: extract it and point source.path at the files"
     if ext in _OTHER_COMPRESSIONS:
