@@ -157,6 +157,23 @@ def _suffix_globs(directory: str) -> list[str]:
     return list(globs)
 
 
+def _other_files_hint(directory: str, format_set: bool = False) -> str:
+    """For a directory whose files prep cannot name a format for (a code tree: .py, .c): their most
+    common suffixes, and the glob that reads one suffix as text, a document per file; "" for none."""
+    counts: dict[str, int] = {}
+    for f, kind in dir_census(directory).items():
+        if kind is None and (ext := _data_suffix(f)):
+            counts[ext] = counts.get(ext, 0) + 1
+    if not counts:
+        return ""
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    listed = ", ".join(f"{n:,} {ext}" for ext, n in top[:3]) + (" ..." if len(top) > 3 else "")
+    glob_ = os.path.join(directory, "**", "*" + top[0][0])
+    plural = "s" if sum(counts.values()) > 1 else ""
+    return (f"it holds {listed} file{plural}; to read each as one document, set "
+            + ("" if format_set else "source.format: text and ") + f"source.path: {glob_!r}")
+
+
 def _unread_suffix_hint(path: str) -> str:
     """What to do with a path whose suffix names an archive, a compression prep does not read, or a
     Hugging Face datasets Arrow file; "" for any other."""
@@ -230,8 +247,9 @@ class SourceConfig:
                     kinds = ", ".join(f"{n} {fmt}" for fmt, n in sorted(found.items())) or "no file of a known format"
                     # files of a suffix prep does not read (a datasets cache's .arrow, archives): what to do
                     unread = "" if found else next((h for h in map(_unread_suffix_hint, _suffix_globs(d)) if h), "")
+                    other = "" if found or unread else _other_files_hint(d)
                     raise PrepError(f"source.path: {p!r} is a directory holding {kinds}; "
-                                    + (f"its files: {unread}" if unread else
+                                    + (f"its files: {unread}" if unread else other or
                                        f"set source.format to read one kind, or give a glob such as "
                                        f"{os.path.join(p, '*.jsonl')!r}"))
             hint = next((h for h in map(_unread_suffix_hint, self.paths()) if h), "")
@@ -287,9 +305,10 @@ class SourceConfig:
                 fmt = self.resolved_format()
                 matches = [f for f, kind in dir_census(d).items() if kind == fmt]
                 if not matches:
+                    other = _other_files_hint(d, format_set=True) if fmt == "text" else ""
                     raise PrepError(f"source.path: the directory {p!r} holds no {fmt} file (suffixes "
                                     f"{_suffixes(fmt)}, compressed "
-                                    "or not); fix the path or source.format")
+                                    "or not); " + (other or "fix the path or source.format"))
                 if sizes is not None:
                     sizes.update((f, os.stat(f).st_size) for f in matches)
                 files.extend(matches)

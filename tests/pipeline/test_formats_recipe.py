@@ -110,8 +110,35 @@ def test_a_directory_of_files_prep_does_not_read_says_what_to_do(tmp_path):
                       f"them) is read with source.format: hf, source.path: arrow and source.data_files: "
                       f"'{arrows}/*.arrow'"),
              (zips, "its files: a .zip archive is not read: extract it and point source.path at the files"),
-             (other, "holding no file of a known format; set source.format to read one kind, or give a glob")]
+             (other, "holding no file of a known format; it holds 1 .weird file; to read each as one document, "
+                     f"set source.format: text and source.path: '{other}/**/*.weird'")]
     for d, message in cases:
         with pytest.raises(PrepError) as e:
             Recipe.from_dict({**BASE, "source": {"path": str(d)}})
         assert message in str(e.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PrepError, match="holding no file of a known format; set source.format to read one kind"):
+        Recipe.from_dict({**BASE, "source": {"path": str(empty)}})
+
+
+def test_a_code_tree_is_named_with_the_glob_that_reads_it(tmp_path):
+    """A directory of source code (no suffix prep reads) names its commonest suffixes and the glob for
+    them; that glob, as format text, reads every such file (hidden directories left out) as a document."""
+    tree = tmp_path / "repo"
+    for rel, text in (("a.py", "import os\n"), ("pkg/b.py", "x = 1\n"), ("pkg/c.c", "int x;\n"),
+                      ("pkg/deep/d.py", "y = 2\n"), ("e.h", "#pragma once\n"), ("f.rs", "fn f() {}\n"),
+                      (".git/hooks/g.py", "hidden\n")):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    glob_ = f"{tree}/**/*.py"
+    for fmt, start in ((None, "holding no file of a known format; it holds 3 .py, 1 .c, 1 .h ... files; "
+                              "to read each as one document, set source.format: text and "),
+                       ("text", "holds no text file (suffixes .txt, .text, .md, compressed or not); it holds 3 .py, "
+                                "1 .c, 1 .h ... files; to read each as one document, set ")):
+        source = {"path": str(tree)} | ({"format": fmt} if fmt else {})
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict({**BASE, "source": source}).sources[0].expand_files()
+        assert f"{start}source.path: {glob_!r}" in str(e.value)
+    named = Recipe.from_dict({**BASE, "source": {"path": glob_, "format": "text"}}).sources[0]
+    assert named.expand_files() == [str(tree / r) for r in ("a.py", "pkg/b.py", "pkg/deep/d.py")]
