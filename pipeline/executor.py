@@ -226,12 +226,25 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         notes.append("the dataset holds no documents: the input had none"
                      + (", or every one was skipped (see skipped)" if manifest.skipped else "")
                      + _empty_hint(manifest.skipped))
+    notes += _input_notices(results)
     if spec.backend_reason:
         notes.append(spec.backend_reason)
     ran = {u.index for u in todo}
     tokens_run = sum(sum(r["num_tokens"].values()) for i, r in results.items() if i in ran and r["status"] == "ok")
     return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, tokens_run,
                           len(todo), len(units), notes=notes)
+
+
+def _input_notices(results: dict) -> list[str]:
+    """The units' notices about their input (readers.base.BadRecords.notice), one note per kind: the
+    first unit's (plan order), with how many units more had one. Journaled with each unit's result,
+    so a resumed run says the same."""
+    by_kind: dict[str, list[str]] = {}
+    for i in sorted(results):
+        for kind, message in results[i].get("notices", {}).items():
+            by_kind.setdefault(kind, []).append(message)
+    return [messages[0] + (f" ({len(messages) - 1} more unit(s) had one)" if len(messages) > 1 else "")
+            for messages in by_kind.values()]
 
 
 # the fix for a dataset left empty by one kind of skipped record, by the most common reason

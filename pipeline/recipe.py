@@ -209,6 +209,11 @@ class SourceConfig:
     delimiter: str | None = None
     """csv or tsv: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
     mark is a comma, `|`); None: `,` for csv, a tab for tsv."""
+    quoting: Literal["csv", "none"] = "csv"
+    """csv or tsv: `csv` reads `"`-quoted fields (which may hold delimiters and newlines, `""` a quote), as
+    pandas and pyarrow do; `none` takes every `"` as text and every line as a row, as a TSV from `cut`,
+    `psql` or a sentence corpus (Tatoeba) is written: CSV quoting would drop the quotes of a field that
+    starts with one (`"Hi," she said.`) and join the lines up to the next quote."""
     min_chars: int = 0
     """Drop documents with fewer characters (after the template); counted as `too_short`."""
     max_chars: int | None = None
@@ -275,6 +280,8 @@ class SourceConfig:
                                            or self.delimiter in '"\r\n'):
             raise PrepError(f"{where}.delimiter: only for format csv or tsv, one character other than a quote or a "
                             f"line end, such as ';' or '|' (got {self.delimiter!r} for format {fmt})")
+        if self.quoting != "csv" and fmt not in ("csv", "tsv"):
+            raise PrepError(f"{where}.quoting: only for format csv or tsv (this source is {fmt}); remove it")
         if self.records_field is not None and (fmt != "jsonl" or not self.records_field.strip(".")):
             raise PrepError(f"{where}.records_field: only for format jsonl, a dotted key such as `data` (got "
                             f"{self.records_field!r} for format {fmt})")
@@ -511,8 +518,8 @@ class Recipe:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
             # a key added after datasets were made drops out at its default, so those datasets and
             # unfinished runs still match their recipe
-            for added in ("records_field", "delimiter"):
-                if s[added] is None:
+            for added, default in (("records_field", None), ("delimiter", None), ("quoting", "csv")):
+                if s[added] == default:
                     s.pop(added)
         # every backend is proven to give the same ids, so switching it resumes a run; the manifest's
         # tokenizer entry still records which engine ran

@@ -111,9 +111,9 @@ class Spooler:
 
     def __init__(self, units: list[WorkUnit], todo: set[int], directory: Path, storage_options: dict,
                  workers: int, ahead: int | None = None, separators: dict | None = None,
-                 csv_delimiters: dict | None = None):
+                 csv_dialects: dict | None = None):
         """`storage_options`, `separators` (bytes; default b"\n") and, for CSV/TSV sources,
-        `csv_delimiters` (their windows end at proven record starts), by source index."""
+        `csv_dialects` (their windows end at proven record starts), by source index."""
         self.dir = Path(directory)
         shutil.rmtree(self.dir, ignore_errors=True)  # an interrupted run's windows: remade as needed
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -128,11 +128,11 @@ class Spooler:
         self._stop = threading.Event()
         threads = max(1, min(len(files), -(-workers // SPOOL_THREADS_PER_WORKERS)))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="prep-spool") if files else None
-        seps, delimiters = separators or {}, csv_delimiters or {}
+        seps, dialects = separators or {}, csv_dialects or {}
         for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
             src = us[0].source
-            if src in delimiters:
-                cut = (self._csv_windows, delimiters[src])
+            if src in dialects:
+                cut = (self._csv_windows, dialects[src])
             elif us[0].payload:  # ranges of one JSON value, cut at its records by the plan (readers.json_cuts):
                 cut = (self._windows, b"")  # windows of exactly those bytes (no separator to look for)
             else:
@@ -143,12 +143,12 @@ class Spooler:
     def for_recipe(cls, recipe, units: list[WorkUnit], todo: set[int], directory: Path, workers: int,
                    ahead: int | None = None) -> Spooler:
         """The spooler of a run: each source's storage options, and how its windows end."""
-        from pipeline.readers.csv import delimiter_of
+        from pipeline.readers.csv import dialect_of
         sources = list(enumerate(recipe.sources))
         return cls(units, todo, directory, {i: s.storage_options for i, s in sources}, workers, ahead,
                    separators={i: s.doc_separator.encode("utf-8") for i, s in sources
                                if s.resolved_format() == "text" and s.doc_separator},
-                   csv_delimiters={i: delimiter_of(s) for i, s in sources if s.resolved_format() in ("csv", "tsv")})
+                   csv_dialects={i: dialect_of(s) for i, s in sources if s.resolved_format() in ("csv", "tsv")})
 
     def window(self, unit: WorkUnit) -> str:
         return str(self.dir / f"u{unit.index:07d}.win")
@@ -270,14 +270,14 @@ class Spooler:
                 raise
             self._close(out, u, written)
 
-    def _csv_windows(self, key, stream, units: list[WorkUnit], written: set[int], delimiter: str) -> None:
+    def _csv_windows(self, key, stream, units: list[WorkUnit], written: set[int], dialect) -> None:
         """Windows of whole CSV records: unit k's window runs from the k-th cut to the next, where the
         cuts are those `record_cuts` finds on the decompressed stream at the plan's unit size (the
         same proof as for a plain file: a newline outside quotes, every quote before it well
         formed). The last planned unit takes the rest of the stream; with fewer cuts than units
         (a stray quote stops cutting) the units past the last cut get empty windows."""
         from pipeline.readers.csv import CutScanner
-        scan = CutScanner(units[0].end - units[0].start, delimiter)  # ranges are [k, k + 1) x unit_bytes
+        scan = CutScanner(units[0].end - units[0].start, dialect)  # ranges are [k, k + 1) x unit_bytes
         read = self._reader(stream)
         k, pos = 0, 0  # the unit being written; the stream offset of the next block
         out = self._open(key, units[0], 0)

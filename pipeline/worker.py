@@ -197,6 +197,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
         "num_rejects": len(bad.rows),
         **rejects,
         **({"failed_files": failed_files} if failed_files else {}),
+        **({"notices": bad.notices} if bad.notices else {}),
         **({"dedup": sink.dedup.write(ctx.parts_dir / DEDUP_DIR, prefix)} if sink.dedup is not None else {}),
     }
 

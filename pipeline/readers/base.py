@@ -95,6 +95,12 @@ class BadRecords:
         self.policy = policy
         self.counts: dict[str, int] = {}
         self.rows: list[dict] = []
+        self.notices: dict[str, str] = {}  # kind -> the first such notice (the run's notes)
+
+    def notice(self, kind: str, message: str) -> None:
+        """Something about the input the user should hear of, though no record was lost (a CSV quote
+        inside a field): the unit keeps the first of each kind; the parent prints them as notes."""
+        self.notices.setdefault(kind, message)
 
     def reject(self, reason: str, position: int, raw, detail: str = "", line: int | None = None,
                row: int | None = None, path: str | None = None) -> None:
@@ -125,6 +131,8 @@ class BadRecords:
         for reason, n in other.counts.items():
             self.counts[reason] = self.counts.get(reason, 0) + n
         self.rows += other.rows
+        for kind, message in other.notices.items():
+            self.notices.setdefault(kind, message)
 
     def count(self, reason: str, n: int = 1) -> None:
         """A document dropped by a filter (min/max chars): counted in the manifest, not listed."""

@@ -21,7 +21,9 @@ record the proof does not cover (a stray quote, a lone \r, a record over the lim
 file) the rest of the unit is fed to csv.reader line by line, which is exact for any input. All three
 paths give the same rows on any bytes (property tests check this).
 
-Bad records: a row whose number of fields differs from the header (`wrong_column_count`), invalid
+Bad records: a row whose number of fields differs from the header (`wrong_column_count`), a quoted
+field still open at the end of the file (`unclosed_quote`: the csv module would end it there, holding
+every later line; the run's note then names `source.quoting: none`), invalid
 UTF-8 (`invalid_utf8`, or replaced with encoding_errors: replace), a record over `max_record_bytes`
 (`record_too_large`: its lines are skipped by quote parity without being held in memory), and the
 text_field problems of every reader (`null_text` cannot happen: CSV has no null, an empty field is "").
@@ -32,6 +34,7 @@ from __future__ import annotations
 import csv
 import sys
 from collections.abc import Iterator
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -58,7 +61,7 @@ from pipeline.readers.base import (
 from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig
 
-__all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "delimiter_of"]
+__all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "Dialect", "dialect_of"]
 
 READ_BLOCK = 4 << 20
 HEADER_BLOCK = 64 << 10
@@ -66,21 +69,44 @@ SCAN_BLOCK = 8 << 20
 _QUOTE = ord('"')
 
 
-def delimiter_of(source: SourceConfig) -> str:
-    if source.delimiter is not None:
-        return source.delimiter
-    return "\t" if source.resolved_format() == "tsv" else ","
+class Dialect(NamedTuple):
+    """How a source's records are split: the field delimiter, and whether `"` quotes fields."""
+
+    delimiter: str
+    quoted: bool = True  # False: source.quoting none, every `"` is text and every line a row
+
+
+def dialect_of(source: SourceConfig) -> Dialect:
+    delimiter = source.delimiter
+    if delimiter is None:
+        delimiter = "\t" if source.resolved_format() == "tsv" else ","
+    return Dialect(delimiter, source.quoting == "csv")
+
+
+def _quote_positions(a: np.ndarray, quoted: bool) -> np.ndarray:
+    """Where the quotes of a block are (none count when fields are not quoted)."""
+    return np.flatnonzero(a == _QUOTE) if quoted else _NO_QUOTES
+
+
+_NO_QUOTES = np.zeros(0, dtype=np.intp)
+
+
+def _ok_near(dialect: Dialect) -> np.ndarray:
+    """bool[256]: the bytes allowed before an opening quote or after a closing one."""
+    ok = np.zeros(256, dtype=bool)
+    ok[[ord(dialect.delimiter), 10, 13, _QUOTE]] = True
+    return ok
 
 
 # -- parent: proven record boundaries --------------------------------------------------------------
 
-def record_cuts(f, unit_bytes: int, delimiter: str, path: str = "", size: int = 0) -> list[int]:
+def record_cuts(f, unit_bytes: int, dialect: Dialect, path: str = "", size: int = 0) -> list[int]:
     """Offsets right after a newline outside quotes, about `unit_bytes` apart (see the module doc).
 
     Scans the whole stream once; stops cutting at the first quote that is not well formed. `path`
     and `size` name it to the plan's progress display (base.scan_progress).
     """
-    scan = CutScanner(unit_bytes, delimiter)
+    scan = CutScanner(unit_bytes, dialect)
     cuts: list[int] = []
     for block in scan_blocks(f, SCAN_BLOCK, ScanMeter(path, size)):
         cuts += scan.feed(block)
@@ -93,10 +119,10 @@ class CutScanner:
     """`record_cuts` a block at a time, for a stream read once in order (the parent's scan of a plain
     file; the spooler's pass over a compressed one, pipeline.spool)."""
 
-    def __init__(self, unit_bytes: int, delimiter: str):
+    def __init__(self, unit_bytes: int, dialect: Dialect):
         self.unit_bytes = unit_bytes
-        self.ok_near = np.zeros(256, dtype=bool)  # bytes allowed before an opening / after a closing quote
-        self.ok_near[[ord(delimiter), 10, 13, _QUOTE]] = True
+        self.quoted = dialect.quoted
+        self.ok_near = _ok_near(dialect)
         self.parity = 0           # quotes seen so far, mod 2
         self.offset = 0           # stream offset of the next block
         self.prev = 10            # the byte before the next block (file start acts like a line start)
@@ -114,7 +140,7 @@ class CutScanner:
         if self.check_next and not ok_near[a[0]]:
             self.stopped = True
             return []
-        q = np.flatnonzero(a == _QUOTE)
+        q = _quote_positions(a, self.quoted)
         self.check_next = False
         if q.size:
             closing = ((np.arange(q.size) + parity) & 1).astype(bool)
@@ -157,7 +183,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     """Plain files: ranges between proven cuts (one parent scan). Compressed files: ranges of the
     decompressed bytes as for JSONL; the spooler (pipeline.spool) moves each range's ends to the
     cuts its own pass over the stream finds, with this same scan."""
-    fmt, delimiter = source.resolved_format(), delimiter_of(source)
+    fmt, dialect = source.resolved_format(), dialect_of(source)
     units = []
     for fi, path in enumerate(files):
         size = file_size(path, source.storage_options)
@@ -167,7 +193,7 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         cuts: list[int] = []
         if size > unit_bytes and serves_ranges(path, source.storage_options):
             with open_raw(path, source.storage_options) as f:
-                cuts = [c for c in record_cuts(f, unit_bytes, delimiter, path, size) if c < size]
+                cuts = [c for c in record_cuts(f, unit_bytes, dialect, path, size) if c < size]
         bounds = [0, *cuts, size]
         if not cuts:
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
@@ -244,8 +270,10 @@ class _Lines:
     keeps the byte offset, size and quote count of the record being read. An iterator object (not a
     generator) so that raising _TooLarge from it leaves it usable."""
 
-    def __init__(self, f, start: int, end: int, limit: int, prefix: bytes = b"", block: int = READ_BLOCK):
+    def __init__(self, f, start: int, end: int, limit: int, prefix: bytes = b"", block: int = READ_BLOCK,
+                 quoted: bool = True):
         self.blocks = _line_blocks(f, limit, prefix, block)
+        self.quoted = quoted  # False: a record is one line, whatever its quotes
         self.lines: list = []
         self.i = 0
         self.offset = start
@@ -256,13 +284,20 @@ class _Lines:
         self.record_quotes = 0
         self.bad_utf8 = False
         self.at_record_start = True
+        self.eof_in_quotes = False  # the csv module asked for a line past the end, inside a record
 
     def __iter__(self):
         return self
 
     def _next_line(self):
         if self.i >= len(self.lines):
-            self.lines = next(self.blocks)  # StopIteration at the end of the file
+            try:
+                self.lines = next(self.blocks)  # StopIteration at the end of the file
+            except StopIteration:
+                # the csv module asks for another line inside a record only when the last one ended
+                # inside a quoted field: a quote left open at the end of the file
+                self.eof_in_quotes = not self.at_record_start
+                raise
             self.i = 0
         line = self.lines[self.i]
         self.i += 1
@@ -280,7 +315,7 @@ class _Lines:
             if 0 <= self.end <= self.offset:
                 raise StopIteration
             self.record_start, self.record_bytes, self.record_quotes = self.offset, 0, 0
-            self.bad_utf8 = False
+            self.bad_utf8 = self.eof_in_quotes = False
             self.at_record_start = False
         i = self.i
         if i < len(self.lines) and type(self.lines[i]) is bytes:  # the common case, inline
@@ -307,7 +342,7 @@ class _Lines:
 
     def skip_record(self) -> None:
         """After _TooLarge: consume lines until the record's quotes balance (its end), keeping none."""
-        while self.record_quotes % 2:
+        while self.quoted and self.record_quotes % 2:
             try:
                 self._next_line()
             except StopIteration:
@@ -322,11 +357,12 @@ class _Lines:
 _CSV_REFUSES_NUL = sys.version_info < (3, 11)
 
 
-def _reader(lines, delimiter: str):
+def _reader(lines, dialect: Dialect):
+    quoting = csv.QUOTE_MINIMAL if dialect.quoted else csv.QUOTE_NONE  # QUOTE_NONE: a quote is text
+    options = dict(delimiter=dialect.delimiter, quotechar='"', doublequote=True, strict=False, quoting=quoting)
     if _CSV_REFUSES_NUL:
-        rows = csv.reader(map(_nul_out, lines), delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
-        return map(_nul_back, rows)
-    return csv.reader(lines, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+        return map(_nul_back, csv.reader(map(_nul_out, lines), **options))
+    return csv.reader(lines, **options)
 
 
 def _nul_out(line: str) -> str:
@@ -347,13 +383,14 @@ def _raise_field_limit() -> None:
             limit //= 2
 
 
-def _read_header(unit: WorkUnit, source: SourceConfig, delimiter: str) -> list[str]:
+def _read_header(unit: WorkUnit, source: SourceConfig, dialect: Dialect) -> list[str]:
     stream, raw = open_input(unit.path, source.storage_options)
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         # small reads: every unit but the first reads the header, which is usually one short line
-        lines = _Lines(stream, 0, -1, source.max_record_bytes or sys.maxsize, block=HEADER_BLOCK)
+        lines = _Lines(stream, 0, -1, source.max_record_bytes or sys.maxsize, block=HEADER_BLOCK,
+                       quoted=dialect.quoted)
         try:
-            for row in _reader(lines, delimiter):
+            for row in _reader(lines, dialect):
                 lines.next_record()
                 if row:
                     return row
@@ -363,12 +400,17 @@ def _read_header(unit: WorkUnit, source: SourceConfig, delimiter: str) -> list[s
                             f"{source.max_record_bytes}; is this a {source.resolved_format()} file?") from None
 
 
-def _slow_rows(f, start: int, end: int, limit: int, delimiter: str, prefix: bytes = b""
+class Unclosed(list):
+    """The fields of a record whose quoted field never closes: the csv module (not strict) ends it at
+    the end of the file, with every line after the quote in it; pandas and pyarrow refuse the file."""
+
+
+def _slow_rows(f, start: int, end: int, limit: int, dialect: Dialect, prefix: bytes = b""
                ) -> Iterator[tuple[int, int, list | None, bool]]:
     """(offset, bytes, row or None when over `limit`, not UTF-8) per record: the csv module fed one
     physical line at a time. Exact for any input; used from the first record the fast path cannot prove."""
-    lines = _Lines(f, start, end, limit, prefix)
-    reader = _reader(lines, delimiter)
+    lines = _Lines(f, start, end, limit, prefix, quoted=dialect.quoted)
+    reader = _reader(lines, dialect)
     while True:
         try:
             row = next(reader)
@@ -379,10 +421,12 @@ def _slow_rows(f, start: int, end: int, limit: int, delimiter: str, prefix: byte
             yield lines.record_start, lines.record_bytes, None, False
             continue
         lines.next_record()
+        if lines.eof_in_quotes:
+            row = Unclosed(row)
         yield lines.record_start, lines.record_bytes, row, lines.bad_utf8
 
 
-def _record_ends(a: np.ndarray, ok_near: np.ndarray, gather_fraction: float = 1 / 8
+def _record_ends(a: np.ndarray, ok_near: np.ndarray, gather_fraction: float = 1 / 8, quoted: bool = True
                  ) -> tuple[np.ndarray, int | None]:
     """Ends (exclusive) of the complete records of a block that starts at a record start, and the
     position of the first byte that breaks the proof (a quote that is not well formed, or a lone \r
@@ -392,7 +436,7 @@ def _record_ends(a: np.ndarray, ok_near: np.ndarray, gather_fraction: float = 1 
     `gather_fraction` of the block (quoted multi-line texts), only those bytes are looked at; listing
     every newline of such a block (110,000 in 4 MiB of docs.jsonl as CSV, 570 of them record ends)
     took 5.2 ms of the block's numpy time, this ~1.5 ms."""
-    q = np.flatnonzero(a == _QUOTE)
+    q = _quote_positions(a, quoted)
     closing = (np.arange(q.size) & 1).astype(bool)
     inner = q + 1 < a.size  # a quote at the very end waits for the next block (it is in the carry)
     before = np.where(q > 0, a[q - 1], 10)
@@ -442,14 +486,15 @@ class ArrowColumn:
     and a row count that differs from the non-blank records, sends the block back to the csv module,
     which names each bad record. Not used for text_template (records become dicts there)."""
 
-    def __init__(self, delimiter: str, names: list[str], column: int):
+    def __init__(self, dialect: Dialect, names: list[str], column: int):
         import pyarrow as pa
         import pyarrow.csv as pa_csv  # imported by CSV units only: ~0.1 s that JSONL runs do not pay
 
         self._pa, self._read = pa, pa_csv.read_csv
         keys = [f"c{i}" for i in range(len(names))]  # header names may repeat; positions do not
-        self._parse = pa_csv.ParseOptions(delimiter=delimiter, quote_char='"', double_quote=True,
-                                          escape_char=False, newlines_in_values=True, ignore_empty_lines=True)
+        self._parse = pa_csv.ParseOptions(delimiter=dialect.delimiter, quote_char='"' if dialect.quoted else False,
+                                          double_quote=True, escape_char=False, newlines_in_values=True,
+                                          ignore_empty_lines=True)
         # every column as a string: that is what checks each field is UTF-8 (the csv module's path
         # rejects a record with invalid UTF-8 in any field, not only in the text column)
         self._convert = pa_csv.ConvertOptions(column_types=dict.fromkeys(keys, pa.string()),
@@ -483,7 +528,7 @@ class ArrowColumn:
         return pa_csv.ReadOptions(column_names=self._keys, use_threads=False, block_size=max(1 << 20, size + 1))
 
 
-def _exact_records(data: bytes, starts: list[int], ends: list[int], offset: int, limit: int, delimiter: str
+def _exact_records(data: bytes, starts: list[int], ends: list[int], offset: int, limit: int, dialect: Dialect
                    ) -> Iterator[tuple[int, int, list | None, bool]]:
     """(offset, bytes, row or None when over `limit`, not UTF-8) for records [starts, ends) of
     `data`, each handed whole to the csv module."""
@@ -501,7 +546,7 @@ def _exact_records(data: bytes, starts: list[int], ends: list[int], offset: int,
         spans.append((offset + s_, e_ - s_, True))
     if texts and spans[0][0] == 0 and texts[0].startswith("\ufeff"):
         texts[0] = texts[0][1:]  # a UTF-8 byte order mark (Excel) is not part of the first column's name
-    rows = _reader(iter(texts), delimiter)
+    rows = _reader(iter(texts), dialect)
     k = 0
     for pos, size, parsed in spans:
         if parsed:
@@ -511,7 +556,7 @@ def _exact_records(data: bytes, starts: list[int], ends: list[int], offset: int,
             yield pos, size, None, False
 
 
-def _iter_rows(f, start: int, end: int, limit: int, delimiter: str, columnar=None
+def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=None, stray_quote=None
                ) -> Iterator[tuple[int, int, list | None, bool] | _Texts]:
     """Like _slow_rows, about 2x faster: a block's record boundaries are found with numpy (newlines
     outside quotes, as in `record_cuts`) and csv.reader gets one whole record per item; from the first
@@ -519,25 +564,25 @@ def _iter_rows(f, start: int, end: int, limit: int, delimiter: str, columnar=Non
 
     With `columnar` (called as `columnar.take(...)` once `columnar.ready()`, see iter_batches), a
     block's proven records go to it whole and come back as one _Texts; records before it is ready
-    (the header) and blocks it refuses are read the exact way."""
-    ok_near = np.zeros(256, dtype=bool)
-    ok_near[[ord(delimiter), 10, 13, _QUOTE]] = True
+    (the header) and blocks it refuses are read the exact way. `stray_quote(offset, data, at)` is told
+    of the first quote that is not well formed (stream offset; the block's bytes and its position there)."""
+    ok_near = _ok_near(dialect)
     offset, carry = start, b""
     while True:
         chunk = f.read(READ_BLOCK)
         if not chunk:
             if carry:  # the last record has no line end (or an unclosed quote): the exact path decides
-                yield from _slow_rows(f, offset, end, limit, delimiter, carry)
+                yield from _slow_rows(f, offset, end, limit, dialect, carry)
             return
         data = carry + chunk if carry else chunk
         a = np.frombuffer(data, dtype=np.uint8)
-        ends, anomaly = _record_ends(a, ok_near)
+        ends, anomaly = _record_ends(a, ok_near, quoted=dialect.quoted)
         starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
         keep = starts + offset < end if end >= 0 else np.ones(starts.size, dtype=bool)
         s_all, e_all = starts[keep], ends[keep]
         i, n = 0, s_all.size
         while columnar is not None and i < n and not columnar.ready():  # the header, record by record
-            yield from _exact_records(data, s_all[i:i + 1].tolist(), e_all[i:i + 1].tolist(), offset, limit, delimiter)
+            yield from _exact_records(data, s_all[i:i + 1].tolist(), e_all[i:i + 1].tolist(), offset, limit, dialect)
             i += 1
         if columnar is not None and i < n and int((e_all[i:] - s_all[i:]).max()) <= limit:
             got = columnar.take(a, data, s_all[i:], e_all[i:], offset)
@@ -545,20 +590,23 @@ def _iter_rows(f, start: int, end: int, limit: int, delimiter: str, columnar=Non
                 yield got
                 i = n
         if i < n:
-            yield from _exact_records(data, s_all[i:].tolist(), e_all[i:].tolist(), offset, limit, delimiter)
+            yield from _exact_records(data, s_all[i:].tolist(), e_all[i:].tolist(), offset, limit, dialect)
         if not keep.all():
             return  # reached the unit's end
         consumed = int(ends[-1]) if ends.size else 0
         offset += consumed
         carry = data[consumed:]
+        if anomaly is not None and stray_quote is not None and a[anomaly] == _QUOTE and (end < 0 or offset < end):
+            stray_quote(offset - consumed + anomaly, data, anomaly)
         if anomaly is not None or len(carry) > limit:
-            yield from _slow_rows(f, offset, end, limit, delimiter, carry)
+            yield from _slow_rows(f, offset, end, limit, dialect, carry)
             return
 
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     _raise_field_limit()
-    delimiter = delimiter_of(source)
+    dialect = dialect_of(source)
+    delimiter = dialect.delimiter
     extract = TextExtractor(source.text_field, source.text_template)
     batcher = Batcher(source, bad, batch_docs)
     stream, raw = open_unit(unit, source.storage_options)
@@ -568,7 +616,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         start, end = unit.start, unit.end
         if start > 0:
             stream.seek(start)
-    header = _read_header(unit, source, delimiter) if start > 0 else None
+    header = _read_header(unit, source, dialect) if start > 0 else None
     limit = source.max_record_bytes or sys.maxsize
     replace = source.encoding_errors == "replace"
     meter = ByteProgress(unit, stream, raw)
@@ -583,7 +631,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
 
         def take(self, *block) -> _Texts | None:
             if self.arrow is None:
-                self.arrow = ArrowColumn(delimiter, header, _columns(unit, source, header, extract))
+                self.arrow = ArrowColumn(dialect, header, _columns(unit, source, header, extract))
             return self.arrow(*block)
 
     columnar = Columnar() if source.text_template is None else None
@@ -592,7 +640,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled_stream(unit.path, stream)
         try:
-            for item in _iter_rows(stream, start, end, limit, delimiter, columnar):
+            for item in _iter_rows(stream, start, end, limit, dialect, columnar, partial(_stray_quote, unit, bad)):
                 if type(item) is _Texts:
                     if row_number is not None:
                         row_number += len(item.texts)
@@ -606,6 +654,13 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                         raise PrepError(f"{unit.path}: the header row is larger than max_record_bytes "
                                         f"{source.max_record_bytes}; is this a {source.resolved_format()} file?")
                     header = row or None  # blank lines before the header are skipped
+                    continue
+                if type(row) is Unclosed:
+                    bad.notice("unclosed_quote", f"{unit.path}: the quoted field of the record at byte {pos:,} never "
+                                                 f"closes; its {size:,} bytes to the end of the file were rejected as "
+                                                 f"unclosed_quote; {_UNQUOTED_FIX}")
+                    bad.reject("unclosed_quote", pos, delimiter.join(row), "a quote opened and not closed before "
+                               "the end of the file", row=row_number)
                     continue
                 if row is not None and not row:
                     continue  # a blank line is not a record
@@ -637,6 +692,23 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     yield batcher.take(meter.rest())
 
 
+def _stray_quote(unit: WorkUnit, bad: BadRecords, offset: int, data: bytes, at: int) -> None:
+    """A unit's first `"` that neither opens nor closes a quoted field: the file is not CSV-quoted, or
+    not throughout. Its rows are still read as pandas and the csv module read them, but a field that
+    starts with a quote loses it and may run on over the next lines; the run ends with a note."""
+    line_start = data.rfind(b"\n", 0, at) + 1
+    line_end = data.find(b"\n", at)
+    line = data[line_start:line_end if line_end >= 0 else len(data)].decode("utf-8", "replace")
+    bad.notice("stray_quote", f"{unit.path}: the quote at byte {offset:,} is inside a field, not at its start "
+                              f"or end (line {line[:80]!r}), so the file is not quoted as CSV; "
+                              f"{_UNQUOTED_FIX}, else a field that starts with a quote loses it and may run on "
+                              "over the lines after it")
+
+
+_UNQUOTED_FIX = ("if its fields are never quoted (a TSV from cut or psql, a sentence corpus), set "
+                 "source.quoting: none")
+
+
 def _other_delimiter(header: list[str], delimiter: str) -> str | None:
     """The delimiter a header of one column seems to be split by (";", "|", a tab or ","), or None."""
     if len(header) != 1:
@@ -652,7 +724,7 @@ def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: T
         try:
             get_value(dict.fromkeys(header, ""), name)
         except RecordError:
-            guess = _other_delimiter(header, delimiter_of(source))
+            guess = _other_delimiter(header, dialect_of(source).delimiter)
             if guess is not None:  # `id;text` read with ",": one column named so
                 raise SchemaError(f"{unit.path}: {name!r} is not a column; the header is one column, "
                                   f"{header[0][:200]!r}, which looks {guess!r}-separated; set source.delimiter: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import re
 from pathlib import Path
@@ -649,3 +650,54 @@ def test_random_corruption_never_crashes_and_never_loses_intact_documents(tmp_pa
     offsets = np.cumsum([0] + [len(x) + 1 for x in lines])
     assert [(r["position"], r["reason"]) for r in rows] == [(int(offsets[i]), expected_reason(bad[i][0], lines[i]))
                                                              for i in sorted(bad)]
+
+
+def test_a_tsv_of_sentences_reads_with_quoting_none_and_says_so_without(tmp_path):
+    """Tatoeba's sentences file, psql's and cut's TSV: tab-separated, never quoted, quotes as text. Read
+    with CSV quoting (pandas' default too) a sentence that starts with a quote loses it; the run ends
+    with a note naming source.quoting: none, under which the documents are the lines' sentences
+    (the documents of the same sentences as JSON Lines), .gz cut into spooled ranges on 2 workers too."""
+    texts = corpus_texts(600)
+    sentences = [t.replace("\t", " ").replace("\n", " ").replace("\r", " ") for t in texts]
+    for i in range(0, len(sentences), 7):
+        sentences[i] = f'"{sentences[i][:20]}," she said. {sentences[i][20:]}'
+    d = tmp_path / "d"
+    d.mkdir()
+    data = "".join(f"{i}\teng\t{s}\n" for i, s in enumerate(sentences)).encode()
+    (d / "sentences.tsv").write_bytes(b"id\tlang\ttext\n" + data)
+    (d / "sentences.tsv.gz").write_bytes(gzip.compress(b"id\tlang\ttext\n" + data))
+    (d / "sentences.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in sentences))
+    want = [doc.tolist() for doc in read_split(run(tmp_path, {"path": str(d / "sentences.jsonl")}, "jsonl"), "train")]
+    assert len(want) == len(sentences)
+    for name in ("sentences.tsv", "sentences.tsv.gz"):  # other units, so other shard boundaries: compare documents
+        out = run(tmp_path, {"path": str(d / name), "quoting": "none"}, f"none-{name}", workers=2)
+        assert [doc.tolist() for doc in read_split(out, "train")] == want
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "sentences.tsv")},
+                               "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                               "output": {"dir": str(tmp_path / "out" / "quoted"), "val_fraction": 0.0},
+                               "num_workers": 2, "unit_bytes": 65536})
+    result = tokenize(recipe, show_progress=False)
+    quoted = [n for n in result.notes if "set source.quoting: none" in n]
+    at = len(b"id\tlang\ttext\n") + data.index(b'," she') + 1  # the closing quote followed by a space
+    assert len(quoted) == 1 and quoted[0].startswith(f"{d / 'sentences.tsv'}: the quote at byte {at:,} is inside a field")
+    # read as the csv module (and pandas) read it: a sentence that starts with a quote and has no
+    # closing quote before a tab or line end runs on over the next lines, joining 3 rows into one
+    as_csv = list(csv.reader(io.StringIO("id\tlang\ttext\n" + data.decode()), delimiter="\t"))[1:]
+    assert result.manifest.splits["train"].num_docs == len(as_csv) == len(sentences) - 2
+
+
+def test_a_small_files_notice_reaches_the_runs_notes(tmp_path):
+    """Small files share a unit (each read as alone); a member's notice is the unit's, so the run's note
+    names the file with the stray quote."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(3):
+        quote = '"Hi," she said.' if i == 1 else "no quote here"
+        (d / f"s{i}.tsv").write_text(f"id\ttext\n1\tfirst line\n2\t{quote}\n")
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d)}, "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                               "output": {"dir": str(tmp_path / "out"), "val_fraction": 0.0}, "num_workers": 1})
+    assert len(plan_units(recipe)) == 1
+    result = tokenize(recipe, show_progress=False)
+    at = (d / "s1.tsv").read_bytes().index(b'," she') + 1  # the closing quote, followed by a space
+    assert [n.split(" (line")[0] for n in result.notes if "source.quoting: none" in n] == [
+        f"{d / 's1.tsv'}: the quote at byte {at} is inside a field, not at its start or end"]

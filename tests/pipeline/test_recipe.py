@@ -99,6 +99,16 @@ def test_delimiter_is_one_character_for_csv_and_absent_from_older_recipes_conten
             Recipe.from_dict({**BASE, "source": {"path": path, "delimiter": delimiter}})
 
 
+def test_quoting_is_for_csv_and_absent_from_older_recipes_content():
+    assert "quoting" not in Recipe.from_dict({**BASE, "source": {"path": "a.tsv"}}).content_dict()["sources"][0]
+    none = Recipe.from_dict({**BASE, "source": {"path": "a.tsv", "quoting": "none"}})
+    assert none.content_dict()["sources"][0]["quoting"] == "none"
+    with pytest.raises(PrepError, match=r"source\.quoting: only for format csv or tsv \(this source is jsonl\)"):
+        Recipe.from_dict({**BASE, "source": {"path": "a.jsonl", "quoting": "none"}})
+    with pytest.raises(PrepError, match=r"source\.quoting"):
+        Recipe.from_dict({**BASE, "source": {"path": "a.csv", "quoting": "never"}})
+
+
 @pytest.mark.parametrize("recipe_text,message", [
     ("name: t\nsource: {path: nowhere/*.jsonl}\ntokenizer: {path: TOK}\noutput: {dir: OUT}\n", "no file matches"),
     ("name: t\nsource: {path: CORPUS}\ntokenizer: {path: nowhere.json}\noutput: {dir: OUT}\n", "does not exist"),

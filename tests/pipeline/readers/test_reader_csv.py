@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,10 +14,13 @@ from hypothesis import strategies as st
 from pipeline.errors import PrepError
 from pipeline.readers import BadRecords, WorkUnit
 from pipeline.readers import csv as csv_reader
+from pipeline.readers.csv import Dialect
 from pipeline.recipe import SourceConfig
 from tests.conftest import read_spooled
 
 FIELD = st.text(alphabet=st.sampled_from(list('ab ,;|"\t\n\r\u00e9x')), max_size=12)
+# quoted (source.quoting: csv) and not (quoting: none): every path must give the csv module's rows
+DIALECTS = st.sampled_from([Dialect(","), Dialect("\t"), Dialect(",", False), Dialect("\t", False)])
 
 
 def write_csv(rows, delimiter=",") -> bytes:
@@ -65,7 +69,7 @@ def read_all(path: Path, source: SourceConfig, unit_bytes: int, policy: str = "s
 def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, rows, delimiter, unit_bytes):
     """";" and "|": source.delimiter, for a .csv file."""
     data = write_csv([("id", "text"), *rows], delimiter)
-    cuts = [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, delimiter) if c < len(data)]
+    cuts = [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter)) if c < len(data)]
     truth = record_starts(data, delimiter)
     assert set(cuts) <= truth
     assert cuts == sorted(set(cuts))
@@ -79,7 +83,7 @@ def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, 
         orig = csv_reader.SCAN_BLOCK
         csv_reader.SCAN_BLOCK = scan
         try:
-            assert [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, delimiter) if c < len(data)] == cuts
+            assert [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter)) if c < len(data)] == cuts
         finally:
             csv_reader.SCAN_BLOCK = orig
     path = tmp_path_factory.mktemp("c") / ("c.tsv" if delimiter == "\t" else "c.csv")
@@ -100,16 +104,16 @@ def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list('ab,"\n\r\t\u00e9 ')), max_size=80), st.integers(1, 23),
-       st.integers(3, 60), st.sampled_from([",", "\t"]))
-def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, limit, delimiter):
+       st.integers(3, 60), DIALECTS)
+def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, limit, dialect):
     """numpy record boundaries + whole-record parsing == the csv module fed physical lines, for any
     bytes (stray quotes, lone \r, unclosed quotes), block size and max_record_bytes."""
     data = text.encode()
     old = csv_reader.READ_BLOCK
     csv_reader.READ_BLOCK = block
     try:
-        fast = list(csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, delimiter))
-        exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, delimiter))
+        fast = list(csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, dialect))
+        exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
     finally:
         csv_reader.READ_BLOCK = old
     assert fast == exact
@@ -122,16 +126,16 @@ PIECE = st.sampled_from([b"a", b"b", b",", b'"', b'""', b"\n", b"\r", b"\r\n", b
 @pytest.mark.skipif(csv_reader._CSV_REFUSES_NUL, reason="this Python's csv module refuses NUL: nothing to compare with")
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(PIECE, st.sampled_from([b"\x00", b'"\x00"', b"\x00\n"])), max_size=60), st.integers(3, 60),
-       st.sampled_from([",", "\t"]))
-def test_nul_goes_around_a_csv_module_that_refuses_it(pieces, limit, delimiter):
+       DIALECTS)
+def test_nul_goes_around_a_csv_module_that_refuses_it(pieces, limit, dialect):
     """Python 3.10's csv module raises on a line holding NUL, which failed the whole unit there; its
     rows with NUL passed as U+D800 and restored are the rows 3.11's module gives, records over the
     limit included."""
     data = b"".join(pieces)
-    want = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, delimiter))
+    want = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
     csv_reader._CSV_REFUSES_NUL = True
     try:
-        got = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, delimiter))
+        got = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
     finally:
         csv_reader._CSV_REFUSES_NUL = False
     assert got == want
@@ -139,14 +143,13 @@ def test_nul_goes_around_a_csv_module_that_refuses_it(pieces, limit, delimiter):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(PIECE, max_size=60), st.integers(1, 23), st.integers(3, 60), st.sampled_from([",", "\t"]),
-       st.booleans())
-def test_columnar_path_gives_the_csv_modules_rows(pieces, block, limit, delimiter, last_column):
+@given(st.lists(PIECE, max_size=60), st.integers(1, 23), st.integers(3, 60), DIALECTS, st.booleans())
+def test_columnar_path_gives_the_csv_modules_rows(pieces, block, limit, dialect, last_column):
     """pyarrow's blocks (ArrowColumn) == the csv module fed physical lines, on any bytes: every text
     it hands over is the text column of a non-blank row with the header's field count, at the same
     offset, and the rows it skips are blank; everything else is the exact path's own tuples."""
     data = b"".join(pieces)
-    exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, delimiter))
+    exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
     header: list | None = None
 
     class Columnar:
@@ -157,14 +160,14 @@ def test_columnar_path_gives_the_csv_modules_rows(pieces, block, limit, delimite
 
         def take(self, *block_):
             if self.arrow is None:
-                self.arrow = csv_reader.ArrowColumn(delimiter, header, len(header) - 1 if last_column else 0)
+                self.arrow = csv_reader.ArrowColumn(dialect, header, len(header) - 1 if last_column else 0)
             return self.arrow(*block_)
 
     old = csv_reader.READ_BLOCK
     csv_reader.READ_BLOCK = block
     got = []
     try:
-        for item in csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, delimiter, Columnar()):
+        for item in csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, dialect, Columnar()):
             got.append(item)
             if header is None and type(item) is tuple and item[2]:
                 header = item[2]
@@ -214,7 +217,7 @@ def test_stray_quote_stops_cutting_but_not_reading(tmp_path):
     path = tmp_path / "c.csv"
     path.write_bytes(data)
     stray = data.index(b'a "stray"')
-    cuts = csv_reader.record_cuts(io.BytesIO(data), 1 << 16, ",")
+    cuts = csv_reader.record_cuts(io.BytesIO(data), 1 << 16, Dialect(","))
     assert cuts and all(c <= stray for c in cuts)  # cut before the anomaly, never after
     units, texts, _, bad = read_all(path, SourceConfig(path=str(path)), 1 << 16)
     assert units[-1].end == -1 and units[-1].start <= stray
@@ -293,7 +296,7 @@ def test_a_compressed_csv_is_cut_at_the_plain_files_cuts(tmp_path_factory, piece
     source = SourceConfig(path=str(plain), max_record_bytes=None)
     def read(path, unit_bytes, spool):
         units = csv_reader.plan(source, 0, [str(path)], unit_bytes)
-        return read_spooled(csv_reader, source, units, d / spool, 7, csv_delimiters={0: delimiter})
+        return read_spooled(csv_reader, source, units, d / spool, 7, csv_dialects={0: Dialect(delimiter)})
 
     whole = [(t, p) for _, ts, ps, _ in read(plain, 1 << 30, "s0")[1] for t, p in zip(ts, ps)]
     plain_units, want = read(plain, unit_bytes, "s1")
@@ -322,13 +325,116 @@ def test_invalid_utf8_in_another_column_is_rejected_on_the_columnar_path(tmp_pat
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(PIECE, max_size=80), st.sampled_from([",", "\t"]))
-def test_record_ends_looking_only_outside_quotes_equals_listing_every_newline(pieces, delimiter):
+@given(st.lists(PIECE, max_size=80), DIALECTS)
+def test_record_ends_looking_only_outside_quotes_equals_listing_every_newline(pieces, dialect):
     """The two ways `_record_ends` finds newlines and CRs outside quotes agree on any bytes."""
     import numpy as np
     a = np.frombuffer(b"".join(pieces), dtype=np.uint8)
     ok_near = np.zeros(256, dtype=bool)
-    ok_near[[ord(delimiter), 10, 13, ord('"')]] = True
-    gathered = csv_reader._record_ends(a, ok_near, gather_fraction=1.0)
-    listed = csv_reader._record_ends(a, ok_near, gather_fraction=-1.0)
+    ok_near[[ord(dialect.delimiter), 10, 13, ord('"')]] = True
+    gathered = csv_reader._record_ends(a, ok_near, gather_fraction=1.0, quoted=dialect.quoted)
+    listed = csv_reader._record_ends(a, ok_near, gather_fraction=-1.0, quoted=dialect.quoted)
     assert gathered[0].tolist() == listed[0].tolist() and gathered[1] == listed[1]
+
+
+UNQUOTED_FIELD = st.text(alphabet=st.sampled_from(list('ab ,;"\'\u00e9x')), max_size=10)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(UNQUOTED_FIELD, min_size=1, max_size=3), min_size=1, max_size=40),
+       st.sampled_from(["\t", ","]), st.integers(1, 64), st.booleans())
+def test_quoting_none_reads_every_line_as_a_row(tmp_path_factory, rows, delimiter, unit_bytes, crlf):
+    """source.quoting: none. Every line is a row split at the delimiter, its quotes kept as text,
+    whatever they look like (`"Hi," she said.` lost its quotes and `"open` ran on under CSV quoting);
+    a line with another field count is rejected; cuts fall after any newline, so units read each
+    line once."""
+    rows = [[f.replace(delimiter, "") for f in r] for r in rows]
+    end = "\r\n" if crlf else "\n"
+    data = ("id" + delimiter + "text" + end + "".join(delimiter.join(r) + end for r in rows)).encode()
+    path = tmp_path_factory.mktemp("q") / ("q.tsv" if delimiter == "\t" else "q.csv")
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), quoting="none", max_record_bytes=None)
+    dialect = Dialect(delimiter, quoted=False)
+    assert csv_reader.dialect_of(source) == dialect
+    line_starts = {0} | {i + 1 for i, b in enumerate(data) if b == 10}
+    cuts = [c for c in csv_reader.record_cuts(io.BytesIO(data), unit_bytes, dialect) if c < len(data)]
+    greedy, target = [], unit_bytes  # the first line start at or after each target: every newline is a record end
+    for start in sorted(line_starts - {len(data)}):
+        if start >= target:
+            greedy.append(start)
+            target = start + unit_bytes
+    assert cuts == greedy
+    units, texts, _, bad = read_all(path, source, unit_bytes)
+    offsets = np.cumsum([len(("id" + delimiter + "text" + end).encode())]
+                        + [len((delimiter.join(r) + end).encode()) for r in rows]).tolist()
+    records = [(r, at) for r, at in zip(rows, offsets) if r != [""]]  # an empty line is no record
+    assert texts == [r[1] for r, _ in records if len(r) == 2]
+    assert [(b["reason"], b["position"]) for b in bad] == [("wrong_column_count", at) for r, at in records
+                                                           if len(r) != 2]
+    assert all(u.start in line_starts for u in units)
+
+
+def read_notices(path: Path, source: SourceConfig, unit_bytes: int) -> tuple[list[str], list[dict], list[dict]]:
+    """Texts, rejects and each unit's notices (readers.base.BadRecords.notice)."""
+    texts, bad, notices = [], [], []
+    for u in csv_reader.plan(source, 0, [str(path)], unit_bytes):
+        b = BadRecords(u, "skip")
+        for batch in csv_reader.iter_batches(u, source, b, 7):
+            texts += batch.texts
+        bad += b.rows
+        notices.append(b.notices)
+    return texts, bad, notices
+
+
+def test_a_quote_left_open_at_the_end_is_rejected_not_read_as_the_rest_of_the_file(tmp_path):
+    """`2,"open` with no closing quote: the csv module (not strict) gave one record holding every later
+    line, silently (pandas and pyarrow refuse the file). It is rejected as unclosed_quote, with a
+    notice naming source.quoting: none, which reads the lines as rows."""
+    path = tmp_path / "c.tsv"
+    data = b"id\ttext\n1\tok\n2\t\"open\n" + b"".join(b"%d\tline %d\n" % (i, i) for i in range(3, 400))
+    path.write_bytes(data)
+    for unit_bytes in (1 << 20, 256):  # a plan cut into ranges: no cut after the open quote (parity)
+        texts, bad, notices = read_notices(path, SourceConfig(path=str(path)), unit_bytes)
+        assert texts == ["ok"]
+        assert [(b["reason"], b["position"], b["text"][:15]) for b in bad] == [
+            ("unclosed_quote", data.index(b"2\t"), "2\topen\n3\tline 3")]
+        opened = [n["unclosed_quote"] for n in notices if "unclosed_quote" in n]
+        assert opened == [f"{path}: the quoted field of the record at byte {data.index(b'2'):,} never closes; its "
+                          f"{len(data) - data.index(b'2'):,} bytes to the end of the file were rejected as "
+                          "unclosed_quote; if its fields are never quoted (a TSV from cut or psql, a sentence "
+                          "corpus), set source.quoting: none"]
+    texts, bad, notices = read_notices(path, SourceConfig(path=str(path), quoting="none"), 256)
+    assert texts == ["ok", '"open'] + [f"line {i}" for i in range(3, 400)] and not bad
+    assert not any(notices)
+    closed = tmp_path / "closed.tsv"  # a quoted field running over lines and closed is no notice
+    closed.write_bytes(b'id\ttext\n1\t"two\nlines"\n2\t"x"\n')
+    assert read_notices(closed, SourceConfig(path=str(closed)), 1 << 20) == (["two\nlines", "x"], [], [{}])
+
+
+def test_a_stray_quote_reads_as_pandas_does_and_says_so_once_per_unit(tmp_path):
+    """`"Hi," she said.` in a TSV of sentences: read with CSV quoting it becomes `Hi, she said.` (the
+    csv module's and pandas' reading, kept), and the unit says where the first such quote is and names
+    source.quoting: none, under which the sentence keeps its quotes and no notice is given."""
+    sentences = [f"sentence {i}" for i in range(300)]
+    sentences[120] = '"Hi," she said.'
+    sentences[200] = 'a "word" inside'
+    data = b"id\ttext\n" + b"".join(f"{i}\t{s}\n".encode() for i, s in enumerate(sentences))
+    path = tmp_path / "s.tsv"
+    path.write_bytes(data)
+    texts, bad, notices = read_notices(path, SourceConfig(path=str(path)), 1 << 20)
+    assert texts == sentences[:120] + ["Hi, she said."] + sentences[121:] and not bad
+    at = data.index(b'," she') + 1
+    message = (f"{path}: the quote at byte {at:,} is inside a field, not at its start or end "
+                                       f"(line '120\\t\"Hi,\" she said.'), so the file is not quoted as CSV; if its "
+                                       "fields are never quoted (a TSV from cut or psql, a sentence corpus), set "
+                                       "source.quoting: none, else a field that starts with a quote loses it and "
+                                       "may run on over the lines after it")
+    assert notices == [{"stray_quote": message}]
+    for unit_bytes in range(16, 400, 3):  # whichever unit ends at the quote's line (or holds it), one notice
+        texts, bad, notices = read_notices(path, SourceConfig(path=str(path)), unit_bytes)
+        assert len(notices) >= 2 and [n for n in notices if n] == [{"stray_quote": message}]
+    texts, bad, notices = read_notices(path, SourceConfig(path=str(path), quoting="none"), 1 << 20)
+    assert texts == sentences and not bad and notices == [{}]
+    clean = tmp_path / "clean.csv"  # well-formed CSV quoting: no notice
+    clean.write_bytes(write_csv([("id", "text"), *((i, f'"{s}", with, commas') for i, s in enumerate(sentences))]))
+    assert read_notices(clean, SourceConfig(path=str(clean)), 1 << 20)[2] == [{}]
