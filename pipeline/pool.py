@@ -58,9 +58,9 @@ def _workers_import_datasets(source) -> bool:
     remote saved directory. Workers memory-map the Arrow files of a local saved directory or of a
     prepared hub/builder dataset with pyarrow (pipeline.readers.hf)."""
     from pipeline.recipe import is_url
-    if source.resolved_format() != "hf":
-        return False
-    return bool(source.streaming) or "[" in (source.split or "") or is_url(source.path)
+    through_datasets = bool(source.streaming) or "[" in (source.split or "") or is_url(source.path)
+    # the format last: inferring a directory's takes its census
+    return through_datasets and source.resolved_format() == "hf"
 
 
 def warm_forkserver(recipe=None) -> None:
