@@ -125,6 +125,38 @@ def _census(directory: str) -> tuple[dict[str, str | None], dict[str, int]]:
     return _DIR_CENSUS[key]
 
 
+def _glob_formats(pattern: str) -> dict[str, int]:
+    """Files per format (by suffix) among a local glob's matches ({} for a URL or a plain path): for a
+    glob whose own suffix names none (`data/*`, `shards/part-*`). Kept per pattern and the mtime of its
+    fixed directory, as a directory's census is."""
+    if is_url(pattern) or not glob.has_magic(pattern):
+        return {}
+    local = os.path.expanduser(pattern[len("file://"):] if pattern.startswith("file://") else pattern)
+    root = local
+    while glob.has_magic(root):
+        root = os.path.dirname(root)
+    try:
+        key = (local, os.stat(root or ".").st_mtime_ns)
+    except OSError:
+        return {}
+    if key not in _GLOB_FORMATS:
+        counts: dict[str, int] = {}
+        for m in glob.iglob(local, recursive=True):
+            if (fmt := infer_format(m, look_inside=False)) is not None:  # names only: no stat per match
+                counts[fmt] = counts.get(fmt, 0) + 1
+        _GLOB_FORMATS[key] = counts
+    return _GLOB_FORMATS[key]
+
+
+def _glob_format(pattern: str) -> str | None:
+    """The one format of a local glob's matches, or None (none or several)."""
+    kinds = _glob_formats(pattern)
+    return next(iter(kinds)) if len(kinds) == 1 else None
+
+
+_GLOB_FORMATS: dict[tuple[str, int], dict[str, int]] = {}
+
+
 def _formats_by_name(files: list[str]) -> dict[str, str | None]:
     """{file: the format its suffix names}, inferred once per suffix: 100,000 files' formats took
     0.13 s one by one (lower, a compression check, splitext each). A suffix under which the format
@@ -260,7 +292,7 @@ class SourceConfig:
     def resolved_format(self) -> str:
         if self.format:
             return self.format
-        fmts = {infer_format(p) for p in self.paths()}
+        fmts = {infer_format(p) or _glob_format(p) for p in self.paths()}
         if len(fmts) != 1 or None in fmts:
             for p in self.paths():
                 if is_url(p) and p.endswith("/"):
@@ -275,6 +307,14 @@ class SourceConfig:
                                     + (f"its files: {unread}" if unread else other or
                                        f"set source.format to read one kind, or give a glob such as "
                                        f"{os.path.join(p, '*.jsonl')!r}"))
+                if (kinds := _glob_formats(p)) and len(kinds) > 1:
+                    listed = ", ".join(f"{n} {fmt}" for fmt, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+                    raise PrepError(f"source.path: {p!r} matches files of several formats ({listed}); a source reads "
+                                    "one: narrow the glob, or give one source per format under sources:")
+            if len(fmts - {None}) > 1:
+                named = ", ".join(f"{p} ({infer_format(p) or _glob_format(p) or 'unknown'})" for p in self.paths())
+                raise PrepError(f"source.path: the paths are of several formats: {named}; a source reads one: "
+                                "give each format its own entry under sources:")
             hint = next((h for h in map(_unread_suffix_hint, self.paths()) if h), "")
             raise PrepError(f"source.format: cannot infer the format of {self.path!r} from its suffix; "
                             + (hint or f"set source.format to one of {', '.join(FORMATS)}"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,3 +185,27 @@ def test_a_first_look_at_a_recipe_leaves_its_directory_unlisted(tmp_path, monkey
     recipe_module._DIR_CENSUS.clear()
     launch._warm_for({"recipe": str(tmp_path / "r.yaml"), "sets": [], "output": None, "num_workers": 2})
     assert warmed == [{}]
+
+
+def test_a_glob_without_a_suffix_takes_its_files_format_and_mixed_formats_are_named(tmp_path):
+    """`data/*` or `shards/part-*`: the format of the files it matches, when they have one; files of
+    several formats, in one glob or a list, stop with the counts and the fix (one source per format)."""
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    for name in ("a.jsonl", "b.jsonl.gz", "sub/c.jsonl"):
+        (d / name).write_bytes(b"")
+    for pattern in (f"{d}/*", f"{d}/**/*", f"{d}/a*"):
+        assert Recipe.from_dict({**BASE, "source": {"path": pattern}}).sources[0].resolved_format() == "jsonl"
+    (d / "sub" / "e.parquet").write_bytes(b"")
+    (d / "f.parquet").write_bytes(b"")
+    with pytest.raises(PrepError, match=re.escape(f"source.path: '{d}/**/*' matches files of several formats (3 jsonl, "
+                                                  "2 parquet); a source reads one: narrow the glob, or give one source "
+                                                  "per format under sources:")):
+        Recipe.from_dict({**BASE, "source": {"path": f"{d}/**/*"}})
+    with pytest.raises(PrepError, match=re.escape(f"the paths are of several formats: {d}/a* (jsonl), {d}/f.parquet "
+                                                  "(parquet); a source reads one: give each format its own entry under "
+                                                  "sources:")):
+        Recipe.from_dict({**BASE, "source": {"path": [f"{d}/a*", f"{d}/f.parquet"]}})
+    (d / "part-00000").write_bytes(b"")
+    with pytest.raises(PrepError, match="cannot infer the format of .* from its suffix; set source.format"):
+        Recipe.from_dict({**BASE, "source": {"path": f"{d}/part-*"}})
