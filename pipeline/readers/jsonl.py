@@ -470,6 +470,31 @@ def _parsed_together(chunk: list[tuple[WorkUnit, list[bytes]]], fast
         yield member, None if got is None else (_line_offsets(lines), got)
 
 
+_BLANK = "blank"
+
+
+def _loads(line, replace: bool) -> tuple[object, str, str]:
+    """One line's record and "", "", or None and why not (a reject reason and its detail; _BLANK for
+    a blank line, which is no record). `replace`: source.encoding_errors is replace."""
+    try:
+        return orjson.loads(line), "", ""
+    except orjson.JSONDecodeError as e:
+        error = str(e)
+    # blankness is checked only here (a memoryview has no strip(), and no blank line is JSON)
+    if not bytes(line).strip():
+        return None, _BLANK, ""
+    if bytes(line[:3]) == BOM:  # a Windows tool's file after another (`cat a.jsonl b.jsonl > all.jsonl`):
+        return _loads(line[3:], replace)  # its BOM opens a line in the middle; the record after it is whole
+    if "utf-8" not in error.lower():
+        return None, "malformed_json", error[:120]
+    if not replace:
+        return None, "invalid_utf8", error[:120]
+    try:
+        return orjson.loads(str(line, "utf-8", "replace")), "", ""
+    except orjson.JSONDecodeError as e:
+        return None, "malformed_json", str(e)[:120]
+
+
 def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: SourceConfig,
                 extract: TextExtractor, batcher: Batcher, bad: BadRecords) -> None:
     """Each line of a group on its own: texts to `batcher`, bad lines to `bad` (with line numbers
@@ -483,23 +508,11 @@ def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: Sou
             bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
                        line=at)
             continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            # blankness is checked only here (a memoryview has no strip(), and no blank line is JSON)
-            if not bytes(line).strip():
-                continue  # blank lines are not records
-            if "utf-8" not in str(e).lower():
-                bad.reject("malformed_json", offset, line, str(e)[:120], line=at)
-                continue
-            if not replace:
-                bad.reject("invalid_utf8", offset, line, str(e)[:120], line=at)
-                continue
-            try:
-                record = orjson.loads(str(line, "utf-8", "replace"))
-            except orjson.JSONDecodeError as e2:
-                bad.reject("malformed_json", offset, line, str(e2)[:120], line=at)
-                continue
+        record, reason, detail = _loads(line, replace)
+        if reason:
+            if reason != _BLANK:
+                bad.reject(reason, offset, line, detail, line=at)
+            continue
         try:
             text = extract(record)
         except RecordError as e:
