@@ -259,6 +259,9 @@ class SourceConfig:
     delimiter: str | None = None
     """csv or tsv: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
     mark is a comma, `|`); None: `,` for csv, a tab for tsv."""
+    columns: list[str] | None = None
+    """csv or tsv without a header row (Tatoeba's sentences file, a `psql` export): the names of its
+    columns, in order; the first row is then data. None: the first row is the header."""
     quoting: Literal["csv", "none"] = "csv"
     """csv or tsv: `csv` reads `"`-quoted fields (which may hold delimiters and newlines, `""` a quote), as
     pandas and pyarrow do; `none` takes every `"` as text and every line as a row, as a TSV from `cut`,
@@ -338,6 +341,11 @@ class SourceConfig:
                                            or self.delimiter in '"\r\n'):
             raise PrepError(f"{where}.delimiter: only for format csv or tsv, one character other than a quote or a "
                             f"line end, such as ';' or '|' (got {self.delimiter!r} for format {fmt})")
+        if self.columns is not None and (fmt not in ("csv", "tsv") or not self.columns
+                                         or not all(isinstance(c, str) and c for c in self.columns)
+                                         or len(set(self.columns)) != len(self.columns)):
+            raise PrepError(f"{where}.columns: only for format csv or tsv without a header row, a list of distinct "
+                            f"column names such as [id, lang, text] (got {self.columns!r} for format {fmt})")
         if self.quoting != "csv" and fmt not in ("csv", "tsv"):
             raise PrepError(f"{where}.quoting: only for format csv or tsv (this source is {fmt}); remove it")
         if self.records_field is not None and (fmt != "jsonl" or not self.records_field.strip(".")):
@@ -580,7 +588,8 @@ class Recipe:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
             # a key added after datasets were made drops out at its default, so those datasets and
             # unfinished runs still match their recipe
-            for added, default in (("records_field", None), ("delimiter", None), ("quoting", "csv")):
+            for added, default in (("records_field", None), ("delimiter", None), ("quoting", "csv"),
+                                   ("columns", None)):
                 if s[added] == default:
                     s.pop(added)
         # every backend is proven to give the same ids, so switching it resumes a run; the manifest's

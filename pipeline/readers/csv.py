@@ -616,7 +616,10 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         start, end = unit.start, unit.end
         if start > 0:
             stream.seek(start)
-    header = _read_header(unit, source, dialect) if start > 0 else None
+    if source.columns is not None:  # a file without a header row: its first row is data
+        header = list(source.columns)
+    else:
+        header = _read_header(unit, source, dialect) if start > 0 else None
     limit = source.max_record_bytes or sys.maxsize
     replace = source.encoding_errors == "replace"
     meter = ByteProgress(unit, stream, raw)
@@ -718,6 +721,11 @@ def _other_delimiter(header: list[str], delimiter: str) -> str | None:
     return best if counts[best] else None
 
 
+def _looks_like_data(header: list[str]) -> bool:
+    """Whether a header row looks like a record: a field that is a number, or one of several words."""
+    return any(f.strip().lstrip("-").replace(".", "", 1).isdigit() or len(f.split()) > 3 for f in header)
+
+
 def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: TextExtractor) -> int:
     """Index of the text column (-1: a template, records go through the extractor as dicts)."""
     for name in extract.fields:
@@ -729,5 +737,11 @@ def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: T
                 raise SchemaError(f"{unit.path}: {name!r} is not a column; the header is one column, "
                                   f"{header[0][:200]!r}, which looks {guess!r}-separated; set source.delimiter: "
                                   f"{guess!r}") from None
-            raise not_a_column(unit.path, name, header, "the header", source.text_template is not None) from None
+            error = not_a_column(unit.path, name, header, "the header", source.text_template is not None)
+            if source.columns is None and _looks_like_data(header):
+                names = ", ".join(f"c{i}" for i in range(len(header)))
+                error = SchemaError(f"{error}, or, as the header looks like a row of data, name the columns of a "
+                                    f"file without a header row: source.columns: [{names}] (then text_field: one of "
+                                    "them)")
+            raise error from None
     return header.index(extract.field) if source.text_template is None else -1

@@ -99,6 +99,15 @@ def test_delimiter_is_one_character_for_csv_and_absent_from_older_recipes_conten
             Recipe.from_dict({**BASE, "source": {"path": path, "delimiter": delimiter}})
 
 
+def test_columns_name_a_headerless_csvs_columns_and_are_absent_from_older_recipes_content():
+    assert "columns" not in Recipe.from_dict({**BASE, "source": {"path": "a.tsv"}}).content_dict()["sources"][0]
+    named = Recipe.from_dict({**BASE, "source": {"path": "a.tsv", "columns": ["id", "text"]}})
+    assert named.content_dict()["sources"][0]["columns"] == ["id", "text"]
+    for path, columns in [("a.jsonl", ["text"]), ("a.csv", []), ("a.csv", ["a", "a"]), ("a.csv", ["a", ""])]:
+        with pytest.raises(PrepError, match=r"source\.columns: only for format csv or tsv without a header row"):
+            Recipe.from_dict({**BASE, "source": {"path": path, "columns": columns}})
+
+
 def test_quoting_is_for_csv_and_absent_from_older_recipes_content():
     assert "quoting" not in Recipe.from_dict({**BASE, "source": {"path": "a.tsv"}}).content_dict()["sources"][0]
     none = Recipe.from_dict({**BASE, "source": {"path": "a.tsv", "quoting": "none"}})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -438,3 +439,31 @@ def test_a_stray_quote_reads_as_pandas_does_and_says_so_once_per_unit(tmp_path):
     clean = tmp_path / "clean.csv"  # well-formed CSV quoting: no notice
     clean.write_bytes(write_csv([("id", "text"), *((i, f'"{s}", with, commas') for i, s in enumerate(sentences))]))
     assert read_notices(clean, SourceConfig(path=str(clean)), 1 << 20)[2] == [{}]
+
+
+def test_a_file_without_a_header_row_reads_with_source_columns(tmp_path):
+    """Tatoeba's sentences file has no header: `id<TAB>lang<TAB>text` rows from the first line. Its first
+    row was taken for the header, and the error said only that 'text' is not a column; it now says the
+    header looks like data and names source.columns, with which every row is read, in any unit."""
+    rows = [(i, "eng" if i % 2 else "cmn", f"sentence {i} " + "w" * (i % 30)) for i in range(1, 400)]
+    rows[5] = (6, "eng", '"Hi," she said.')
+    data = "".join(f"{i}\t{lang}\t{text}\n" for i, lang, text in rows).encode()
+    path = tmp_path / "sentences.tsv"
+    path.write_bytes(data)
+    with pytest.raises(PrepError, match=re.escape(
+            f"{path}: text_field 'text' is not a column; the header has '1', 'eng', 'sentence 1 w'; set "
+            "source.text_field, or, as the header looks like a row of data, name the columns of a file without a "
+            "header row: source.columns: [c0, c1, c2] (then text_field: one of them)")):
+        read_all(path, SourceConfig(path=str(path)), 1 << 20)
+    source = SourceConfig(path=str(path), columns=["id", "lang", "text"], quoting="none")
+    for unit_bytes in (1 << 20, 1000):
+        units, texts, positions, bad = read_all(path, source, unit_bytes)
+        assert texts == [text for _, _, text in rows] and not bad
+        assert positions[0] == 0 and (len(units) > 1) == (unit_bytes < len(data))  # the first row is data
+    with_template = SourceConfig(path=str(path), columns=["id", "lang", "text"], quoting="none",
+                                 text_template="[{lang}] {text}")
+    assert read_all(path, with_template, 1000)[1][:2] == ["[eng] sentence 1 w", "[cmn] sentence 2 ww"]
+    short = tmp_path / "short.tsv"
+    short.write_bytes(b"1\teng\tok\n2\tonly two\n")
+    _, texts, _, bad = read_all(short, SourceConfig(path=str(short), columns=["id", "lang", "text"]), 1 << 20)
+    assert texts == ["ok"] and [(b["reason"], b["row"]) for b in bad] == [("wrong_column_count", 1)]
