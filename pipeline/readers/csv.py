@@ -32,6 +32,7 @@ text_field problems of every reader (`null_text` cannot happen: CSV has no null,
 from __future__ import annotations
 
 import csv
+import logging
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -62,6 +63,8 @@ from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig
 
 __all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "Dialect", "dialect_of"]
+
+log = logging.getLogger("prep")
 
 READ_BLOCK = 4 << 20
 HEADER_BLOCK = 64 << 10
@@ -100,17 +103,20 @@ def _ok_near(dialect: Dialect) -> np.ndarray:
 
 # -- parent: proven record boundaries --------------------------------------------------------------
 
-def record_cuts(f, unit_bytes: int, dialect: Dialect, path: str = "", size: int = 0) -> list[int]:
+def record_cuts(f, unit_bytes: int, dialect: Dialect, path: str = "", size: int = 0, on_stop=None) -> list[int]:
     """Offsets right after a newline outside quotes, about `unit_bytes` apart (see the module doc).
 
-    Scans the whole stream once; stops cutting at the first quote that is not well formed. `path`
-    and `size` name it to the plan's progress display (base.scan_progress).
+    Scans the whole stream once; stops cutting at the first quote that is not well formed, and tells
+    `on_stop` its stream offset. `path` and `size` name it to the plan's progress display
+    (base.scan_progress).
     """
     scan = CutScanner(unit_bytes, dialect)
     cuts: list[int] = []
     for block in scan_blocks(f, SCAN_BLOCK, ScanMeter(path, size)):
         cuts += scan.feed(block)
         if scan.stopped:
+            if on_stop is not None:
+                on_stop(scan.anomaly)
             break
     return cuts
 
@@ -129,6 +135,7 @@ class CutScanner:
         self.check_next = False   # the last block ended with a closing quote: the next byte is to be checked
         self.target = unit_bytes  # the next cut is the first proven record start at or after this
         self.stopped = False      # a quote that is not well formed was seen: no cut after it
+        self.anomaly = -1         # its stream offset (-1: at a closing quote ending a block, the next byte)
 
     def feed(self, block: bytes) -> list[int]:
         """The cuts in this block (stream offsets, in order); none once stopped."""
@@ -138,7 +145,7 @@ class CutScanner:
         a = np.frombuffer(block, dtype=np.uint8)
         anomaly = None
         if self.check_next and not ok_near[a[0]]:
-            self.stopped = True
+            self.stopped, self.anomaly = True, offset - 1
             return []
         q = _quote_positions(a, self.quoted)
         self.check_next = False
@@ -167,6 +174,7 @@ class CutScanner:
             cuts.append(offset + i + 1)
             self.target = cuts[-1] + self.unit_bytes
         self.stopped = anomaly is not None
+        self.anomaly = anomaly if anomaly is not None else -1
         self.parity = (parity + int(q.size)) & 1
         self.prev = int(a[-1])
         self.offset = offset + a.size
@@ -193,7 +201,9 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         cuts: list[int] = []
         if size > unit_bytes and serves_ranges(path, source.storage_options):
             with open_raw(path, source.storage_options) as f:
-                cuts = [c for c in record_cuts(f, unit_bytes, dialect, path, size) if c < size]
+                cuts = [c for c in record_cuts(f, unit_bytes, dialect, path, size,
+                                               lambda at, p=path, n=size: _warn_one_unit(p, at, n, unit_bytes))
+                        if c < size]
         bounds = [0, *cuts, size]
         if not cuts:
             units.append(WorkUnit(0, source_index, fi, path, fmt, 0, -1, size))
@@ -201,6 +211,17 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         for start, end in zip(bounds[:-1], bounds[1:]):
             units.append(WorkUnit(0, source_index, fi, path, fmt, start, end if end < size else -1, end - start))
     return units
+
+
+def _warn_one_unit(path: str, at: int, size: int, unit_bytes: int) -> None:
+    """The plan cannot cut past a quote inside a field (`at`): the rest of the file is one unit, one
+    worker's. Said at once when that rest is several units' worth (a TSV of sentences with quotes,
+    read with CSV quoting, ran as one unit on one worker, told only at the end of the run)."""
+    if size - at > 2 * unit_bytes:
+        log.warning("%s: the quote at byte %s is inside a field, so the file is not quoted as CSV throughout and "
+                    "its last %.0f MB cannot be cut into units: one worker reads them; if its fields are never "
+                    "quoted (a TSV from cut or psql, a sentence corpus), set source.quoting: none (every line a row, "
+                    "shared by every worker)", path, f"{at:,}", (size - at) / 1e6)
 
 
 # -- worker ----------------------------------------------------------------------------------------

@@ -467,3 +467,33 @@ def test_a_file_without_a_header_row_reads_with_source_columns(tmp_path):
     short.write_bytes(b"1\teng\tok\n2\tonly two\n")
     _, texts, _, bad = read_all(short, SourceConfig(path=str(short), columns=["id", "lang", "text"]), 1 << 20)
     assert texts == ["ok"] and [(b["reason"], b["row"]) for b in bad] == [("wrong_column_count", 1)]
+
+
+def test_the_plan_says_at_once_when_a_stray_quote_leaves_one_worker_the_rest(tmp_path, caplog):
+    """A quote inside a field stops the plan's cuts: the rest of the file is one unit. When that rest is
+    several units' worth, the plan warns then (naming the quote and source.quoting: none), not only
+    the run's note at the end; the stream offset it names is the quote's, also where the quote closes a
+    scan block and the byte after it is the next block's first."""
+    good = b"".join(b"%d\tsentence %d\n" % (i, i) for i in range(6000))
+    for head in (b'0\t"Hi," she said.\n', b'0\tsaid "x\n'):
+        data = b"id\ttext\n" + head + good
+        path = tmp_path / "s.tsv"
+        path.write_bytes(data)
+        at = data.index(b'" she') if b"she" in head else data.index(b'"x')
+        for scan_block in (1 << 20, data.index(b'" she') + 1 if b"she" in head else 1 << 20):
+            caplog.clear()
+            old, csv_reader.SCAN_BLOCK = csv_reader.SCAN_BLOCK, scan_block
+            try:
+                with caplog.at_level("WARNING", logger="prep"):
+                    units = csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1 << 14)
+            finally:
+                csv_reader.SCAN_BLOCK = old
+            assert len(units) == 1
+            assert [r.getMessage().split(" is inside")[0] for r in caplog.records] == [
+                f"{path}: the quote at byte {at:,}"]
+            assert "set source.quoting: none" in caplog.records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="prep"):
+        units = csv_reader.plan(SourceConfig(path=str(path), quoting="none"), 0, [str(path)], 1 << 14)
+        csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], len(data) // 2)  # the rest: under 2 units
+    assert len(units) > 4 and not caplog.records
