@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import PrepError
@@ -212,18 +212,34 @@ def test_input_bytes_is_what_any_plan_covers(tmp_path):
             csv_reader.input_bytes(source, files, unit_bytes)
 
 
-def test_stray_quote_stops_cutting_but_not_reading(tmp_path):
+def test_a_stray_quote_is_parsed_past_and_cutting_goes_on(tmp_path):
+    """A quote inside an unquoted field (or one that opens a field running over lines) ended the
+    cuts: the rest of the file was one unit. Its record is parsed by the csv module and the proof
+    starts again after it, so the units after it are cut too, each at a record start; after
+    MAX_RESYNCS such records cutting stops (a file whose fields are never quoted)."""
     good = [(i, f"row {i} " + "y" * 40) for i in range(4000)]
-    data = write_csv([("id", "text"), *good[:2000]]) + b'5,a "stray" quote in an unquoted field\n' + write_csv(good[2000:])
-    path = tmp_path / "c.csv"
-    path.write_bytes(data)
-    stray = data.index(b'a "stray"')
-    cuts = csv_reader.record_cuts(io.BytesIO(data), 1 << 16, Dialect(","))
-    assert cuts and all(c <= stray for c in cuts)  # cut before the anomaly, never after
-    units, texts, _, bad = read_all(path, SourceConfig(path=str(path)), 1 << 16)
-    assert units[-1].end == -1 and units[-1].start <= stray
-    want = [r[1] for r in csv.reader(io.StringIO(data.decode(), newline=""))][1:]
-    assert texts == want and not bad
+    for stray_row in (b'5,a "stray" quote in an unquoted field\n', b'5,"Hi," she said\n',
+                      b'5,"opens\n6,and runs on\n7,to a close" and on\n'):
+        data = write_csv([("id", "text"), *good[:2000]]) + stray_row + write_csv(good[2000:])
+        path = tmp_path / "c.csv"
+        path.write_bytes(data)
+        stray = data.index(stray_row)
+        truth = record_starts(data, ",")
+        for scan_block in (1 << 23, 1000, 37):
+            old, csv_reader.SCAN_BLOCK = csv_reader.SCAN_BLOCK, scan_block
+            try:
+                cuts = csv_reader.record_cuts(io.BytesIO(data), 1 << 16, Dialect(","))
+            finally:
+                csv_reader.SCAN_BLOCK = old
+            assert set(cuts) <= truth and any(c > stray for c in cuts)
+            assert cuts == sorted(cuts) and all(b - a >= 1 << 16 for a, b in zip(cuts, cuts[1:]))
+        units, texts, _, bad = read_all(path, SourceConfig(path=str(path)), 1 << 16)
+        assert len(units) > 2 and units[-1].start > stray
+        want = [r[1] for r in csv.reader(io.StringIO(data.decode(), newline=""))][1:]
+        assert texts == want and not bad
+    many = write_csv([("id", "text")]) + b"".join(b'%d,said "x" %s\n' % (i, b"y" * 200) for i in range(2000))
+    cuts = csv_reader.record_cuts(io.BytesIO(many), 1 << 12, Dialect(","))
+    assert len(cuts) < csv_reader.MAX_RESYNCS + 1 and set(cuts) <= record_starts(many, ",")
 
 
 def test_bad_rows_are_rejected_by_reason(tmp_path):
@@ -431,9 +447,17 @@ def test_a_stray_quote_reads_as_pandas_does_and_says_so_once_per_unit(tmp_path):
                                        "source.quoting: none, else a field that starts with a quote loses it and "
                                        "may run on over the lines after it")
     assert notices == [{"stray_quote": message}]
-    for unit_bytes in range(16, 400, 3):  # whichever unit ends at the quote's line (or holds it), one notice
+    second = data.index(b'"word"')  # an opening quote after a space: the next unit's first, or none
+    message2 = message.replace(f"byte {at:,}", f"byte {second:,}").replace(
+        "'120\\t\"Hi,\" she said.'", "'200\\ta \"word\" inside'")
+    assert message2 != message and f"byte {second:,}" in message2 and "'200" in message2
+    for unit_bytes in range(16, 400, 3):  # whichever unit holds a quote's line says so, once
         texts, bad, notices = read_notices(path, SourceConfig(path=str(path)), unit_bytes)
-        assert len(notices) >= 2 and [n for n in notices if n] == [{"stray_quote": message}]
+        said = [n["stray_quote"] for n in notices if n]
+        units = csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], unit_bytes)
+        apart = any(data.index(b"120\t") < u.start <= second for u in units)  # the quotes in two units
+        assert len(notices) >= 2 and texts[120] == "Hi, she said."
+        assert said == ([message, message2] if apart else [message])
     texts, bad, notices = read_notices(path, SourceConfig(path=str(path), quoting="none"), 1 << 20)
     assert texts == sentences and not bad and notices == [{}]
     clean = tmp_path / "clean.csv"  # well-formed CSV quoting: no notice
@@ -469,31 +493,106 @@ def test_a_file_without_a_header_row_reads_with_source_columns(tmp_path):
     assert texts == ["ok"] and [(b["reason"], b["row"]) for b in bad] == [("wrong_column_count", 1)]
 
 
-def test_the_plan_says_at_once_when_a_stray_quote_leaves_one_worker_the_rest(tmp_path, caplog):
-    """A quote inside a field stops the plan's cuts: the rest of the file is one unit. When that rest is
-    several units' worth, the plan warns then (naming the quote and source.quoting: none), not only
-    the run's note at the end; the stream offset it names is the quote's, also where the quote closes a
-    scan block and the byte after it is the next block's first."""
-    good = b"".join(b"%d\tsentence %d\n" % (i, i) for i in range(6000))
-    for head in (b'0\t"Hi," she said.\n', b'0\tsaid "x\n'):
-        data = b"id\ttext\n" + head + good
-        path = tmp_path / "s.tsv"
+def test_the_plan_says_at_once_when_stray_quotes_leave_one_worker_the_rest(tmp_path, caplog):
+    """Past MAX_RESYNCS stray quotes the plan stops cutting: the rest of the file is one unit. When that
+    rest is several units' worth, the plan warns then (naming the quote cutting stopped at and
+    source.quoting: none), not only the run's note at the end. A few stray quotes are parsed past:
+    no warning, and the file is cut to its end."""
+    lines = [b"%d\tsentence %d\n" % (i, i) for i in range(6000)]
+    few = b"id\ttext\n" + b"".join(b'%d\t"Hi," she said.\n' % i if i in (10, 3000) else line
+                                   for i, line in enumerate(lines))
+    many = b"id\ttext\n" + b"".join(b'%d\t"Hi," she said.\n' % i if i % 50 == 0 else line
+                                    for i, line in enumerate(lines))
+    path = tmp_path / "s.tsv"
+    for data, warned in ((few, False), (many, True)):
         path.write_bytes(data)
-        at = data.index(b'" she') if b"she" in head else data.index(b'"x')
-        for scan_block in (1 << 20, data.index(b'" she') + 1 if b"she" in head else 1 << 20):
-            caplog.clear()
-            old, csv_reader.SCAN_BLOCK = csv_reader.SCAN_BLOCK, scan_block
-            try:
-                with caplog.at_level("WARNING", logger="prep"):
-                    units = csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1 << 14)
-            finally:
-                csv_reader.SCAN_BLOCK = old
-            assert len(units) == 1
-            assert [r.getMessage().split(" is inside")[0] for r in caplog.records] == [
-                f"{path}: the quote at byte {at:,}"]
-            assert "set source.quoting: none" in caplog.records[0].getMessage()
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="prep"):
+            units = csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1 << 12)
+        quotes = [m.start() + 1 for m in re.finditer(rb'," she', data)]  # closing quotes followed by a space
+        stopped_at = quotes[csv_reader.MAX_RESYNCS] if warned else -1
+        assert [r.getMessage().split(" is inside")[0] for r in caplog.records] == (
+            [f"{path}: the quote at byte {stopped_at:,}"] if warned else [])
+        assert all("set source.quoting: none" in r.getMessage() for r in caplog.records)
+        assert (units[-1].start < stopped_at) if warned else (units[-1].start > data.index(b'3000\t"Hi'))
     caplog.clear()
     with caplog.at_level("WARNING", logger="prep"):
-        units = csv_reader.plan(SourceConfig(path=str(path), quoting="none"), 0, [str(path)], 1 << 14)
-        csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], len(data) // 2)  # the rest: under 2 units
+        units = csv_reader.plan(SourceConfig(path=str(path), quoting="none"), 0, [str(path)], 1 << 12)
+        csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], len(many) // 2)  # the rest: under 2 units
     assert len(units) > 4 and not caplog.records
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(CSV_PIECE, PIECE), max_size=50), st.sampled_from([",", "\t"]), st.integers(1, 40),
+       st.sampled_from([1, 3, 16, 1 << 20]), st.integers(0, 3), st.sampled_from([1, 4, 1 << 20]))
+def test_cuts_past_stray_quotes_are_record_starts_whatever_the_blocks(tmp_path_factory, pieces, delimiter, unit_bytes,
+                                                                      scan_block, max_resyncs, scan_piece):
+    """On any bytes (stray quotes, quotes left open, lone CRs, NUL): every cut is a record start of a
+    sequential csv module read, the cuts do not depend on how the stream is split into blocks, and a
+    cut falls at or after every target (none before unit_bytes past the last)."""
+    data = b"".join(p.replace(b",", delimiter.encode()) if delimiter == "\t" else p for p in pieces)
+    assume(not csv_reader._CSV_REFUSES_NUL or b"\x00" not in data)
+    truth = record_starts(data, delimiter) | {len(data)}
+    old = csv_reader.SCAN_BLOCK, csv_reader.MAX_RESYNCS, csv_reader.SCAN_PIECE
+    csv_reader.MAX_RESYNCS = max_resyncs
+    try:
+        csv_reader.SCAN_BLOCK = 1 << 20
+        whole = csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter))
+        csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE = scan_block, scan_piece  # the rescans' pieces too
+        blocks = csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter))
+    finally:
+        csv_reader.SCAN_BLOCK, csv_reader.MAX_RESYNCS, csv_reader.SCAN_PIECE = old
+    assert blocks == whole
+    assert set(whole) <= truth
+    assert all(b - a >= unit_bytes for a, b in zip([0, *whole], whole))
+    path = tmp_path_factory.mktemp("s") / ("s.tsv" if delimiter == "\t" else "s.csv")
+    path.write_bytes(b"id" + delimiter.encode() + b"text\n" + data)  # read in units: what one read gives
+    source = SourceConfig(path=str(path), max_record_bytes=None)
+    csv_reader.MAX_RESYNCS = max_resyncs
+    try:
+        one = read_all(path, source, 1 << 30)
+        cut = read_all(path, source, unit_bytes)
+    finally:
+        csv_reader.MAX_RESYNCS = old[1]
+    assert cut[1:3] == one[1:3]  # texts and positions
+    assert [(b["reason"], b["position"]) for b in cut[3]] == [(b["reason"], b["position"]) for b in one[3]]
+
+
+def test_a_stray_quotes_record_is_parsed_from_its_start_blocks_before(tmp_path):
+    """The record holding a stray quote is parsed from its own start, which may be blocks back (a quoted
+    field over many lines before the stray quote), and may run on after it (a later field quoted over
+    lines, holding what looks like a row): the cut after it is where the csv module's next record
+    starts, whatever the scan's block size."""
+    before = b"".join(b"%d,plain,row %d\n" % (i, i) for i in range(300))
+    odd = b'300,"' + b"quoted line, with a comma\n" * 40 + b'"junk,"runs on\n301,fake,row\nto here"\n'
+    after = b"".join(b"%d,plain,row %d\n" % (i, i) for i in range(302, 600))
+    again = odd.replace(b"300,", b"600,").replace(b"301,", b"601,")  # a second one, after the proof restarted
+    data = b"id,a,text\n" + before + odd + after + again + after
+    path = tmp_path / "c.csv"
+    path.write_bytes(data)
+    truth = record_starts(data, ",")
+    got = {}
+    for scan_block, scan_piece in ((7, 1 << 20), (64, 5), (500, 1 << 20), (1 << 20, 5), (1 << 20, 300), (1 << 20, 1 << 20)):
+        old = csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE
+        csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE = scan_block, scan_piece  # pieces: what follows a stray quote
+        try:
+            got[scan_block, scan_piece] = csv_reader.record_cuts(io.BytesIO(data), 512, Dialect(","))
+        finally:
+            csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE = old
+    cuts = got[1 << 20, 1 << 20]
+    assert all(c == cuts for c in got.values()) and set(cuts) <= truth
+    old = csv_reader.SCAN_PIECE
+    try:
+        for unit_bytes in range(40, 400, 9):  # a cut due inside the second one's lines, its record in pieces
+            csv_reader.SCAN_PIECE = 1 << 20
+            want = csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(","))
+            csv_reader.SCAN_PIECE = 5
+            assert csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(",")) == want
+            assert set(want) <= truth
+    finally:
+        csv_reader.SCAN_PIECE = old
+    assert any(c > data.index(b"junk") for c in cuts) and data.index(b"301,fake") not in cuts
+    units, texts, _, bad = read_all(path, SourceConfig(path=str(path)), 512)
+    assert len(units) > 10 and not bad
+    assert texts == [r[2] for r in csv.reader(io.StringIO(data.decode(), newline=""))][1:]
+    assert "runs on\n301,fake,row\nto here" in texts and "runs on\n601,fake,row\nto here" in texts
