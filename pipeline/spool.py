@@ -274,8 +274,9 @@ class Spooler:
         """Windows of whole CSV records: unit k's window runs from the k-th cut to the next, where the
         cuts are those `record_cuts` finds on the decompressed stream at the plan's unit size (the
         same proof as for a plain file: a newline outside quotes, every quote before it well
-        formed). The last planned unit takes the rest of the stream; with fewer cuts than units
-        (a stray quote stops cutting) the units past the last cut get empty windows."""
+        formed, or where the csv module ends a stray quote's record). The last planned unit takes the
+        rest of the stream; with fewer cuts than units (past csv.MAX_RESYNCS stray quotes cutting stops)
+        the units past the last cut get empty windows."""
         from pipeline.readers.csv import CutScanner
         scan = CutScanner(units[0].end - units[0].start, dialect)  # ranges are [k, k + 1) x unit_bytes
         read = self._reader(stream)
