@@ -275,10 +275,7 @@ class CutScanner:
             self.target = cuts[-1] + self.unit_bytes
         self.offset += end
         self.parity, self.prev, self.check_next, self.tail = 0, data[end - 1], False, b""
-        rest = data[end:]
-        if not rest:
-            return None
-        return rest
+        return data[end:] or None
 
 
 # stray quotes parsed past (CutScanner) before cutting stops, and the longest record so parsed; a
