@@ -353,9 +353,8 @@ def _warn_one_unit(path: str, at: int, size: int, unit_bytes: int) -> None:
     once when that rest is several units' worth, not only in the run's closing note."""
     if size - at > 2 * unit_bytes:
         log.warning("%s: the quote at byte %s is inside a field, and many before it were: the file is not "
-                    "quoted as CSV, so its last %.0f MB are not cut into units and one worker reads them; if its "
-                    "fields are never quoted (a TSV from cut or psql, a sentence corpus), set source.quoting: none "
-                    "(every line a row, shared by every worker)", path, f"{at:,}", (size - at) / 1e6)
+                    "quoted as CSV, so its last %.0f MB are not cut into units and one worker reads them; %s "
+                    "(every line a row, shared by every worker)", path, f"{at:,}", (size - at) / 1e6, _UNQUOTED_FIX)
 
 
 # -- worker ----------------------------------------------------------------------------------------
@@ -722,7 +721,7 @@ def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=N
     (the header) and blocks it refuses are read the exact way. `stray_quote(offset, data, at)` is told
     of the first quote that is not well formed (stream offset; the block's bytes and its position there)."""
     ok_near = _ok_near(dialect)
-    offset, carry, again, resyncs, resynced, told = start, b"", False, 0, start, False
+    offset, carry, again, resynced, told = start, b"", False, None, False  # resynced: where the last resync was
     while True:
         chunk = b"" if again else f.read(READ_BLOCK)
         if not chunk and not again:
@@ -763,10 +762,10 @@ def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=N
             # the csv module's line-by-line pace (26 in 55 MB of CSV: workers' CPU 2.15 -> 1.28 s). Each
             # costs a scan of the rest of the read (up to READ_BLOCK), so only where they are sparse: a
             # TSV with one every ~900 bytes took 0.80 instead of 0.52 s a unit doing 64 of them
-            sparse = not resyncs or offset - resynced >= RESYNC_GAP
+            sparse = resynced is None or offset - resynced >= RESYNC_GAP
             stop = _record_end(carry, 0, anomaly - consumed, dialect) if sparse else None
             if stop is not None and stop <= limit:
-                resyncs, resynced = resyncs + 1, offset
+                resynced = offset
                 yield from _slow_rows(io.BytesIO(), offset, end, limit, dialect, carry[:stop])
                 offset, carry = offset + stop, carry[stop:]
                 again = bool(carry)  # scan what is left of this read before reading on
