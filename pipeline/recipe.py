@@ -21,7 +21,7 @@ from typing import Literal, Union
 from pipeline.errors import PrepError, closest
 
 __all__ = ["SourceConfig", "TokenizerConfig", "OutputConfig", "Recipe", "apply_overrides", "FORMATS",
-           "infer_format", "is_url"]
+           "infer_format", "is_url", "elsewhere_hint"]
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet", "text", "hf")
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
@@ -569,8 +569,23 @@ class Recipe:
             raise PrepError(f"batch_docs: must be >= 1, got {self.batch_docs}")
         if self.max_bad_records is not None and self.max_bad_records < 0:
             raise PrepError(f"max_bad_records: must be >= 0 or null, got {self.max_bad_records}")
-        for i, s in enumerate(self.sources):
-            s.validate(f"sources[{i}]" if len(self.sources) > 1 else "source")
+        try:
+            for i, s in enumerate(self.sources):
+                s.validate(f"sources[{i}]" if len(self.sources) > 1 else "source")
+        except PrepError as e:
+            raise self.with_path_hint(e) from None
+
+    def with_path_hint(self, error: PrepError) -> PrepError:
+        """`error`, told where a relative path it names is, when that path is missing from the working
+        directory but found from the recipe's (see elsewhere_hint)."""
+        msg = str(error)
+        paths = [self.tokenizer.path] + [p for s in self.sources for p in ([s.path] if isinstance(s.path, str) else s.path)]
+        hint = next(filter(None, (elsewhere_hint(p, self.source_file) for p in paths if p in msg)), "")
+        if not hint:
+            return error
+        said = f" (relative paths resolve against the current directory {os.getcwd()})"
+        msg = msg.replace(said, hint).replace(hint + "; fix the path or glob", hint) if said in msg else msg + hint
+        return PrepError(msg)
 
     # -- derived ---------------------------------------------------------------------------------
     def resolved_num_workers(self) -> int:
@@ -608,6 +623,27 @@ _REQUIRED_HINTS = {
     "tokenizer.path": " (a tokenizer.json file or its directory, a hub id such as gpt2, or tiktoken:<encoding>)",
     "output.dir": " (the directory the dataset is written to; --output DIR sets it too)",
 }
+
+
+def elsewhere_hint(path: str, recipe_file: str | None) -> str:
+    """For a relative local path that is missing: where it is, found from the recipe's directory or
+    one of its 3 nearest parents (the demo recipe's `recipes/demo/corpus.jsonl` is relative to the
+    repository, the recipe's parent), and what to do. Relative paths stay relative to the working
+    directory, as for every command-line tool and `--set`; a recipe run from elsewhere gets the fix."""
+    if not recipe_file or not path or os.path.isabs(os.path.expanduser(path)) or is_url(path):
+        return ""
+    if glob.glob(path, recursive=True) if glob.has_magic(path) else os.path.exists(path):
+        return ""  # there from here: the error is about something else
+    base = Path(recipe_file).resolve().parent
+    for _ in range(4):
+        candidate = base / path
+        if glob.glob(str(candidate), recursive=True) if glob.has_magic(path) else candidate.exists():
+            return (f" ({candidate} {'matches files' if glob.has_magic(path) else 'exists'}: relative paths resolve against the current directory {os.getcwd()}, "
+                    f"not the recipe's; run prep from {base}, or give that path)")
+        if base.parent == base:
+            break
+        base = base.parent
+    return ""
 
 
 def _build(cls, data, where: str, **extra):

@@ -43,8 +43,11 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
         warm_forkserver(r)  # its imports overlap the parent's own and the tokenizer load
     from pipeline.executor import tokenize as run
 
-    result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
-                 console=err)
+    try:
+        result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
+                     console=err)
+    except PrepError as e:
+        raise r.with_path_hint(e) from None
     _print_summary(r.name, result)
 
 

@@ -173,3 +173,45 @@ def test_cli_set_override(tmp_path, demo_tokenizer):
                                  "--set", f"output.dir={tmp_path / 'b'}", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "b" / "manifest.json").exists() and not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("source", ["{path: data/c.jsonl}", "{path: 'data/*.jsonl', format: jsonl}",
+                                    "{path: data, format: jsonl}", "{path: [data/c.jsonl]}",
+                                    "{path: data}", "{path: 'data/*'}"])  # the last two fail the recipe's checks
+def test_cli_relative_paths_found_from_the_recipe_name_where_to_run(tmp_path, demo_tokenizer, monkeypatch, source):
+    """Relative paths resolve against the working directory; a recipe run from elsewhere whose paths
+    exist beside it (or beside its parent, as the demo's do) gets the directory to run from."""
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    (proj / "data" / "c.jsonl").write_text('{"text": "hello world"}\n' * 3)
+    (proj / "tok").mkdir()
+    (proj / "tok" / "tokenizer.json").write_bytes(Path(demo_tokenizer).read_bytes())
+    (proj / "recipes").mkdir()
+    recipe = proj / "recipes" / "r.yaml"
+    recipe.write_text(f"name: t\nsource: {source}\ntokenizer: {{path: tok/tokenizer.json}}\n"
+                      "output: {dir: out}\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+
+    def error(*sets):
+        result = runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress", *sum((["--set", s] for s in sets), [])])
+        assert result.exit_code == 1, result.output
+        return result.output
+
+    told = f"relative paths resolve against the current directory {tmp_path / 'elsewhere'}, not the recipe's; " \
+           f"run prep from {proj}, or give that path"
+    message = error()  # the recipe's checks (sources) come before the tokenizer's load
+    assert told in message
+    if "format" in source:
+        assert message.startswith("error: tokenizer.path: tok/tokenizer.json does not exist")
+        assert f"({proj / 'tok' / 'tokenizer.json'} exists: " in message
+    message = error(f"tokenizer.path={proj / 'tok' / 'tokenizer.json'}")
+    assert message.startswith(("error: source.path:", "error: source.format: cannot infer")) and told in message
+    assert message.count("current directory") == 1 and "fix the path or glob" not in message
+    # a missing path that is nowhere near the recipe keeps the plain error
+    message = error(f"tokenizer.path={proj / 'tok' / 'tokenizer.json'}", "source.path=nowhere/c.jsonl")
+    assert "no file matches 'nowhere/c.jsonl'" in message and "run prep from" not in message
+    monkeypatch.chdir(proj)  # the fix
+    result = runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert (proj / "out" / "manifest.json").exists()
