@@ -1,4 +1,6 @@
 """Split compressed files: the parent decompresses each once into per-unit windows for the workers.
+(Parquet row groups split by rows are decoded once here too: their windows are Arrow IPC streams of
+each part's rows, readers.parquet.part_batches; the rest of this text is about byte streams.)
 
 A .zst or .gz stream cannot be entered in the middle, so a compressed file used to be one work unit:
 one worker read all of it while the others idled (a single 2 GB .jsonl.zst ran on one core whatever
@@ -87,16 +89,20 @@ class WindowFile:
 
 
 def open_window(unit: WorkUnit) -> WindowFile:
-    """The unit's window once the parent has written it (the worker waits: units are submitted
-    ahead of the spooling); a spooling error becomes this unit's PrepError."""
+    """The unit's window once the parent has written it (see wait_window)."""
+    return WindowFile(open(wait_window(unit), "rb"))
+
+
+def wait_window(unit: WorkUnit) -> str:
+    """The path of the unit's window once the parent has written it (the worker waits: units are
+    submitted ahead of the spooling); a spooling error becomes this unit's PrepError. The window
+    stays until the unit's result is journaled."""
     path, delay = unit.spool, 0.001
     if not path:
-        raise PrepError(f"{unit.path}: unit {unit.index} is a range of a compressed file but has no window")
+        raise PrepError(f"{unit.path}: unit {unit.index} is read from a window the parent writes, but has none")
     while True:
-        try:
-            return WindowFile(open(path, "rb"))
-        except FileNotFoundError:
-            pass
+        if os.path.exists(path):
+            return path
         try:
             with open(path + ".error", encoding="utf-8") as f:
                 raise PrepError(f.read())
@@ -111,9 +117,10 @@ class Spooler:
 
     def __init__(self, units: list[WorkUnit], todo: set[int], directory: Path, storage_options: dict,
                  workers: int, ahead: int | None = None, separators: dict | None = None,
-                 csv_dialects: dict | None = None):
-        """`storage_options`, `separators` (bytes; default b"\n") and, for CSV/TSV sources,
-        `csv_dialects` (their windows end at proven record starts), by source index."""
+                 csv_dialects: dict | None = None, parquet_sources: dict | None = None):
+        """`storage_options`, `separators` (bytes; default b"\n"), for CSV/TSV sources `csv_dialects`
+        (their windows end at proven record starts) and for Parquet sources their SourceConfig (the
+        columns to read), by source index."""
         self.dir = Path(directory)
         shutil.rmtree(self.dir, ignore_errors=True)  # an interrupted run's windows: remade as needed
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +138,9 @@ class Spooler:
         seps, dialects = separators or {}, csv_dialects or {}
         for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
             src = us[0].source
-            if src in dialects:
+            if us[0].format == "parquet":  # parts of row groups: decoded once, rows to each part's window
+                cut = (self._parquet_windows, (parquet_sources or {})[src])
+            elif src in dialects:
                 cut = (self._csv_windows, dialects[src])
             elif us[0].payload:  # ranges of one JSON value, cut at its records by the plan (readers.json_cuts):
                 cut = (self._windows, b"")  # windows of exactly those bytes (no separator to look for)
@@ -148,7 +157,8 @@ class Spooler:
         return cls(units, todo, directory, {i: s.storage_options for i, s in sources}, workers, ahead,
                    separators={i: s.doc_separator.encode("utf-8") for i, s in sources
                                if s.resolved_format() == "text" and s.doc_separator},
-                   csv_dialects={i: dialect_of(s) for i, s in sources if s.resolved_format() in ("csv", "tsv")})
+                   csv_dialects={i: dialect_of(s) for i, s in sources if s.resolved_format() in ("csv", "tsv")},
+                   parquet_sources={i: s for i, s in sources if s.resolved_format() == "parquet"})
 
     def window(self, unit: WorkUnit) -> str:
         return str(self.dir / f"u{unit.index:07d}.win")
@@ -173,9 +183,12 @@ class Spooler:
     def _spool_file(self, key, units: list[WorkUnit], storage_options, windows, how) -> None:
         written: set[int] = set()
         try:
-            stream, raw = open_input(units[0].path, storage_options)
-            with raw, stream, decode_errors(units[0].path, raw, storage_options=storage_options):
-                windows(key, stream, units, written, how)
+            if units[0].format == "parquet":  # not a byte stream: pyarrow reads it (and its footer) by ranges
+                windows(key, units, written, how)
+            else:
+                stream, raw = open_input(units[0].path, storage_options)
+                with raw, stream, decode_errors(units[0].path, raw, storage_options=storage_options):
+                    windows(key, stream, units, written, how)
         except _Stopped:
             return
         except BaseException as e:  # every later window of this file reports it; nothing else reads it
@@ -303,6 +316,38 @@ class Spooler:
         self._close(out, units[k], written)
         for u in units[k + 1:]:
             self._close(self._open(key, u, pos), u, written)
+
+
+    def _parquet_windows(self, key, units: list[WorkUnit], written: set[int], source) -> None:
+        """Windows of Parquet parts: each an Arrow IPC stream of its rows' projected columns (after the
+        header), decoded once here (readers.parquet.part_batches); groups whose parts are all done are
+        not decoded."""
+        import pyarrow as pa
+
+        from pipeline.readers.parquet import part_batches
+        wanted = {u.start for u in units if u.index in self._todo}
+        units = [u for u in units if u.start in wanted]
+        current = out = writer = None
+        try:
+            for unit, rb in part_batches(units, source):
+                if self._stop.is_set():
+                    raise _Stopped
+                if unit is not current:
+                    if writer is not None:
+                        writer.close()
+                    self._close(out, current, written)
+                    current, out = unit, self._open(key, unit, 0)
+                    writer = None if out is None else pa.ipc.new_stream(out, rb.schema)
+                if writer is not None:
+                    writer.write_batch(rb)
+        except BaseException:
+            if out is not None:
+                out.close()
+            raise
+        if writer is not None:
+            writer.close()
+        if current is not None:
+            self._close(out, current, written)
 
 
 class _Stopped(Exception):

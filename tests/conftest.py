@@ -146,6 +146,7 @@ def read_spooled(reader, source, units, spool_dir, batch_docs: int = 5, policy: 
     from pipeline.readers import BadRecords
     from pipeline.spool import Spooler, open_window
     units = [replace(u, index=i) for i, u in enumerate(units)]
+    spooler_options.setdefault("parquet_sources", {0: source})
     spooler = Spooler(units, {u.index for u in units}, spool_dir, {0: None}, workers=1, ahead=2, **spooler_options)
     units = [replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in units]
     per_unit = []

@@ -72,9 +72,12 @@ class WorkUnit:
 
     @property
     def is_spooled(self) -> bool:
-        """A range of a compressed JSONL, CSV/TSV or text file's decompressed bytes, read from the
-        parent's window file (other formats' start/end are rows or row groups, whatever the file is
-        called; a text unit of whole files lists them in `paths`)."""
+        """Read from a window file the parent writes (pipeline.spool): a range of a compressed JSONL,
+        CSV/TSV or text file's decompressed bytes, or a part of a Parquet row group (rows in the payload).
+        Other formats' start/end are rows or row groups, whatever the file is called; a text unit of
+        whole files lists them in `paths`."""
+        if self.format == "parquet":
+            return bool(self.payload)
         return ((self.start, self.end) != (0, -1) and self.format in ("jsonl", "text", "csv", "tsv")
                 and not self.paths and not self.group and bool(compression_of(self.path)))
 

@@ -1,9 +1,12 @@
 """Parquet: streamed by row groups, reading only the columns the text needs (column projection).
 
-Work units are file x consecutive row groups, about `unit_bytes` of compressed data each. A row group
-bigger than `unit_bytes` is split by rows into at most ROW_GROUP_PARTS units (its rows' part in the
-unit's payload): pandas' and pyarrow's `to_parquet` write up to 1 Mi rows as one row group, which
-was one unit that one worker read while the others idled. The parent reads only footers. A record's position
+Work units are file x consecutive row groups, about `unit_bytes` of compressed data each. When a
+source has few units, a row group bigger than `unit_bytes` is split by rows into parts of about
+`unit_bytes` (its rows' part in the unit's payload): pandas' and pyarrow's `to_parquet` write up to
+1 Mi rows as one row group, which was one unit that one worker read while the others idled. A page
+cannot be entered by row, so a parent thread decodes such a group once and writes each part's rows
+(the projected columns) to a window file, an Arrow IPC stream (pipeline.spool, as for a compressed
+JSONL file's ranges); the part's worker reads its window. The parent otherwise reads only footers. A record's position
 is its row number in the file. A file whose footer cannot be read becomes one unit that fails with an
 error naming the file; a row group that does not decode fails its unit with an error naming the file
 and the row group (under on_bad_record: skip the other units finish and the manifest lists it).
@@ -92,22 +95,17 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
 
 
 # Big row groups are split only when the source plans fewer units than this: a dataset of many row
-# groups keeps every worker busy as it is, and splitting one costs decoding (below)
+# groups keeps every worker busy as it is, and a split group is decoded by the parent's spooling
+# thread (one per SPOOL_THREADS_PER_WORKERS workers) instead of by the workers
 SPLIT_BELOW_UNITS = 8
-# The parts a big row group is split into, at most. Each part decodes the group's pages from its
-# start, the rows before its own only to skip them (pyarrow reads no row range; skipping 29,000 of
-# 29,908 rows, 221 MB of text, took 0.34 s against 0.43 s for all of it): K parts decode (K + 1) / 2
-# times the group. The count cannot follow the workers (the plan, and so a resume, must not depend on
-# them). One row group of 200 MB of text, 2 workers, 2 interleaved runs each: 2.89-3.06 s whole; 2.14-2.19
-# s in 2 parts, 2.23-2.46 s in 4, 2.52-2.66 s in 8 (and 2.05-2.13 s as 75 row groups of 500 rows).
-ROW_GROUP_PARTS = 4
 
 
 def _row_group_parts(unit: WorkUnit, rg: int, size: int, rows: int, unit_bytes: int) -> list[WorkUnit]:
-    """`unit`, row group `rg` alone (`size` compressed bytes, `rows` rows), as units of rows [a, b) of it:
-    start/end name the row group, the payload the rows (two parts differ only in it; the plan's order
-    and count of them are part of its fingerprint)."""
-    parts = min(ROW_GROUP_PARTS, rows, -(-size // unit_bytes))
+    """`unit`, row group `rg` alone (`size` compressed bytes, `rows` rows), as units of rows [a, b) of it,
+    about `unit_bytes` each: start/end name the row group, the payload the rows (two parts differ only
+    in it; the plan's order and count of them are part of its fingerprint). Their count follows the
+    group's size, never the workers (a resume must plan the same units)."""
+    parts = min(rows, -(-size // unit_bytes))
     bounds = [rows * k // parts for k in range(parts + 1)]
     # sizes that add up to the group's (progress and the input total count each byte once)
     return [replace(unit, size=size * b // rows - size * a // rows, payload=f"{a}:{b}".encode())
@@ -120,6 +118,61 @@ def _rows_of(unit: WorkUnit) -> tuple[int, int | None]:
         return 0, None
     a, b = unit.payload.decode().split(":")
     return int(a), int(b)
+
+
+def _projection(source: SourceConfig, names: list[str]) -> tuple[bool, list[str]]:
+    """(plain, the columns to read): plain when the text is one column's values."""
+    extract = TextExtractor(source.text_field, source.text_template)
+    plain = source.text_template is None and extract.field in names
+    return plain, [extract.field] if plain else extract.columns
+
+
+def part_batches(units: list[WorkUnit], source: SourceConfig) -> Iterator[tuple[WorkUnit, object]]:
+    """For the spooler: (unit, record batch) of the projected columns, for the rows of each part unit
+    of one file (parts of split row groups, in plan order), each group decoded once. A group that does
+    not decode raises the PrepError its part's worker would."""
+    pf, f = _open(units[0].path, source.storage_options, streamed=True)
+    with f:
+        meta = pf.metadata
+        _, columns = _projection(source, pf.schema_arrow.names)
+        groups: dict[int, list[WorkUnit]] = {}
+        for u in units:
+            groups.setdefault(u.start, []).append(u)
+        for rg, parts in groups.items():
+            row0 = sum(meta.row_group(i).num_rows for i in range(rg))
+            batches = pf.iter_batches(batch_size=READ_ROWS, row_groups=[rg], columns=columns, use_threads=False)
+            k, done = 0, 0  # the part being read; the group's rows passed
+            while k < len(parts):
+                try:
+                    rb = next(batches, None)
+                except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group
+                    start = row0 + _rows_of(parts[k])[0]
+                    raise PrepError(f"{units[0].path}: row group {rg} (rows from {start}) does not decode "
+                                    f"({type(e).__name__}: {e}); replace the file and re-run to resume") from None
+                if rb is None:  # the file was replaced since the plan: its parts would wait for their windows
+                    raise PrepError(f"{units[0].path}: row group {rg} ended at row {row0 + done}, before the "
+                                    f"{_rows_of(parts[-1])[1]} rows planned; the file changed during the run: "
+                                    "re-run to resume with the file as it is now")
+                at = 0
+                while at < rb.num_rows and k < len(parts):
+                    take = min(rb.num_rows - at, _rows_of(parts[k])[1] - (done + at))
+                    yield parts[k], rb.slice(at, take)
+                    at += take
+                    if done + at == _rows_of(parts[k])[1]:
+                        k += 1
+                done += rb.num_rows
+
+
+def _window_batches(unit: WorkUnit, rows: int):
+    """The record batches of a part unit's window (see part_batches), `rows` rows at most each."""
+    import pyarrow as pa
+
+    from pipeline.spool import HEADER, wait_window
+    with pa.memory_map(wait_window(unit)) as mm:  # zero-copy: the strings are copied once, into Python
+        mm.seek(HEADER)
+        for rb in pa.ipc.open_stream(mm):
+            for at in range(0, rb.num_rows, rows):
+                yield rb.slice(at, rows)
 
 
 def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
@@ -175,21 +228,20 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         meta = pf.metadata
         names = pf.schema_arrow.names
         _check_columns(unit.path, names, source)  # again: the file may have been replaced since the plan
-        plain = source.text_template is None and extract.field in names  # one column, values are the texts
-        columns = [extract.field] if plain else extract.columns
+        plain, columns = _projection(source, names)  # plain: one column, its values are the texts
         end = unit.end if unit.end >= 0 else meta.num_row_groups
         row0 = sum(meta.row_group(i).num_rows for i in range(unit.start))
-        skip, stop = _rows_of(unit)  # a split row group's part: rows [skip, stop) of it
-        row0 += skip
+        row0 += _rows_of(unit)[0]  # a split row group's part: its rows, decoded by the spooler
         pending_bytes = 0
         for rg in range(unit.start, end):
-            batches = pf.iter_batches(batch_size=min(batch_docs, READ_ROWS), row_groups=[rg], columns=columns,
-                                      use_threads=False)
+            if unit.is_spooled:
+                batches = _window_batches(unit, min(batch_docs, READ_ROWS))
+            else:
+                batches = pf.iter_batches(batch_size=min(batch_docs, READ_ROWS), row_groups=[rg], columns=columns,
+                                          use_threads=False)
             while True:
                 try:
                     rb = next(batches, None)
-                    if rb is not None and (skip or stop is not None):
-                        rb, skip, stop = _part_of(rb, skip, stop)
                     if rb is not None:
                         values = _texts_of(rb.column(0), errors) if plain else _records_of(rb)
                 except PrepError:
@@ -223,20 +275,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                         yield batcher.take(pending_bytes)
                         pending_bytes = 0
                 row0 += len(values)
-                if stop == 0:  # a part's last row read: the rest of the group is another unit's
-                    break
             pending_bytes += unit.size if unit.payload else _row_group_bytes(meta, rg)
     yield batcher.take(pending_bytes)
-
-
-def _part_of(rb, skip: int, stop: int | None):
-    """(the rows of batch `rb` in a part, rows still to skip, rows still to read) for a part of rows
-    [skip, stop) counted from this batch's first row; a batch wholly before the part comes back empty."""
-    n = rb.num_rows
-    a = min(skip, n)
-    b = n if stop is None else min(stop, n)
-    rest = None if stop is None else stop - b
-    return rb.slice(a, max(0, b - a)), skip - a, rest
 
 
 def _records_of(rb) -> list:

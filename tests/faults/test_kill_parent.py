@@ -119,8 +119,9 @@ def test_a_json_array_cut_between_records_resumes_identically(tmp_path, corpus, 
 
 
 def test_a_parquet_row_group_in_parts_resumes_identically(tmp_path, corpus):
-    """One big row group split by rows (readers/parquet.py): a killed run's finished parts are kept and
-    the re-run's dataset is the uninterrupted run's."""
+    """One big row group split by rows (readers/parquet.py), decoded by the parent into the parts'
+    windows: a killed run's finished parts are kept, the re-run decodes the group again for the rest,
+    and its dataset is the uninterrupted run's."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from faultkit import snapshot, write_recipe
@@ -135,7 +136,7 @@ def test_a_parquet_row_group_in_parts_resumes_identically(tmp_path, corpus):
     rerun = run_prep(recipe, out, workers=2)
     assert rerun.returncode == 0, rerun.stderr
     ran, total = map(int, re.search(r"(\d+)/(\d+) units", rerun.stdout).groups())
-    assert total == 4 and ran == 2  # ROW_GROUP_PARTS parts; the two journaled ones kept
+    assert total > 4 and ran == total - 2  # parts of about unit_bytes; the two journaled ones kept
     assert snapshot(out) == snapshot(reference) and len(snapshot(out)) > 4
 
 

@@ -3,6 +3,11 @@ units), only the text column is read, damage names the row group."""
 
 from __future__ import annotations
 
+import random
+import re
+import tempfile
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -13,6 +18,7 @@ from pipeline.errors import PrepError
 from pipeline.readers import parquet as pq_reader
 from pipeline.readers.base import BadRecords
 from pipeline.recipe import SourceConfig
+from tests.conftest import read_spooled
 from tests.pipeline.readers import readerkit
 
 
@@ -114,20 +120,22 @@ def test_big_row_groups_in_parts_read_as_the_whole_file(tmp_path_factory, files,
     source = SourceConfig(path=paths, text_template="{id}: {text}" if template else None)
     units = pq_reader.plan(source, 0, paths, unit_bytes)
     parts = [u for u in units if u.payload]
+    assert all(u.is_spooled == bool(u.payload) for u in units)
     if parts:
         assert len([u for u in units if not u.payload]) + len({(u.path, u.start) for u in parts}) < pq_reader.SPLIT_BELOW_UNITS
     for (path, rg), group_parts in _by_group(parts).items():
         rows = pq.ParquetFile(path).metadata.row_group(rg).num_rows
+        size = pq_reader._row_group_bytes(pq.ParquetFile(path).metadata, rg)
         spans = [tuple(map(int, u.payload.decode().split(":"))) for u in group_parts]
         assert spans[0][0] == 0 and spans[-1][1] == rows and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
-        assert 2 <= len(spans) <= pq_reader.ROW_GROUP_PARTS
+        assert len(spans) == min(rows, -(-size // unit_bytes)) >= 2  # about unit_bytes each, never fewer rows
     got_texts, got_pos, got_bad = [], [], []
-    for u in units:
-        bad = BadRecords(u, "skip")
-        for batch in pq_reader.iter_batches(u, source, bad, batch_docs):
-            got_texts += batch.texts
-            got_pos += batch.positions.tolist()
-        got_bad += [(r["source"], r["row"]) for r in bad.rows]
+    with tempfile.TemporaryDirectory() as spool:  # parts from the windows the parent's thread writes
+        _, per_unit = read_spooled(pq_reader, source, units, Path(spool), batch_docs, rows=True)
+    for _, texts, positions, rows in per_unit:
+        got_texts += texts
+        got_pos += positions
+        got_bad += [(r["source"], r["row"]) for r in rows]
     assert got_texts == want_texts and got_pos == want_pos and got_bad == want_bad
 
 
@@ -145,10 +153,70 @@ def test_one_big_row_group_is_shared_and_many_are_not_split(tmp_path):
     pq.write_table(pa.table({"text": texts}), one)
     pq.write_table(pa.table({"text": texts}), many, row_group_size=400)
     units = pq_reader.plan(SourceConfig(path=str(one)), 0, [str(one)], 5_000)
-    assert len(units) == pq_reader.ROW_GROUP_PARTS and all((u.start, u.end) == (0, 1) and u.payload for u in units)
-    assert sum(u.size for u in units) == pq_reader._row_group_bytes(pq.ParquetFile(one).metadata, 0)
+    size = pq_reader._row_group_bytes(pq.ParquetFile(one).metadata, 0)
+    assert len(units) == -(-size // 5_000) > 4 and all((u.start, u.end) == (0, 1) and u.payload for u in units)
+    assert sum(u.size for u in units) == size
     # ten row groups over unit_bytes: enough units already, none split (each part would decode its group again)
     units = pq_reader.plan(SourceConfig(path=str(many)), 0, [str(many)], 2_000)
     assert len(units) == 10 and not any(u.payload for u in units)
     _, got, positions, _ = read_all(SourceConfig(path=str(one)), [str(one)], unit_bytes=5_000)
     assert got == texts and positions == list(range(4000))
+
+
+def _read_parts(source, units, spool):
+    """Each unit as its worker reads it, the parts from the spooler's windows: (texts, positions) or the
+    PrepError's text, per unit."""
+    from dataclasses import replace
+
+    from pipeline.spool import Spooler
+    units = [replace(u, index=i) for i, u in enumerate(units)]
+    spooler = Spooler(units, {u.index for u in units}, spool, {0: None}, workers=1, ahead=2,
+                      parquet_sources={0: source})
+    out = []
+    try:
+        for u in units:
+            u = replace(u, spool=spooler.window(u)) if u.is_spooled else u
+            texts, positions = [], []
+            try:
+                for batch in pq_reader.iter_batches(u, source, BadRecords(u, "skip"), 16):
+                    texts += batch.texts
+                    positions += batch.positions.tolist()
+                out.append((texts, positions))
+            except PrepError as e:
+                out.append(str(e))
+            spooler.done(u.index)
+    finally:
+        spooler.close()
+    return out
+
+
+def test_a_damaged_page_fails_the_parts_from_it_on_and_a_shrunk_file_fails_not_hangs(tmp_path):
+    """The parent decodes a split row group once: the parts before a damaged page keep their rows, the
+    part holding it and every later part fail naming the row group; a file replaced by a shorter one
+    between the plan and the spooling fails its parts instead of leaving their workers waiting."""
+    rng = random.Random(5)
+    texts = [f"row {i} " + "".join(rng.choices("abcdefghij ", k=i * 13 % 400)) for i in range(2000)]
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": texts}), path, compression="snappy", data_page_size=4096,
+                   write_batch_size=16, use_dictionary=False)  # pages of ~4 kB
+    source = SourceConfig(path=str(path))
+    units = pq_reader.plan(source, 0, [str(path)], 20_000)
+    assert len(units) > 8 and all(u.is_spooled for u in units)
+    col = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = col.dictionary_page_offset or col.data_page_offset
+    data = bytearray(path.read_bytes())
+    half = start + col.total_compressed_size // 2
+    data[half:half + 3000] = b"\x55" * 3000
+    path.write_bytes(bytes(data))
+    got = _read_parts(source, units, tmp_path / "spool")
+    good = [r for r in got if not isinstance(r, str)]
+    failed = got[len(good):]
+    assert good and failed and all(isinstance(r, str) for r in failed)
+    assert all(re.fullmatch(r".*a\.parquet: row group 0 \(rows from \d+\) does not decode \(.*", r) for r in failed)
+    assert [t for ts, _ in good for t in ts] == texts[:len([t for ts, _ in good for t in ts])]
+    assert [p for _, ps in good for p in ps] == list(range(sum(len(ts) for ts, _ in good)))
+
+    pq.write_table(pa.table({"text": texts[:500]}), path)  # replaced by a shorter file after the plan
+    got = _read_parts(source, units, tmp_path / "spool2")
+    assert all(isinstance(r, str) and "row group 0 ended at row 500, before the 2000 rows planned; the file "
+               "changed during the run" in r for r in got[-3:])
