@@ -508,6 +508,14 @@ def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: Sou
             bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
                        line=at)
             continue
+        if line[:1] == b"\0":  # a crash's lost writes, read back as NUL bytes up to the next record's end
+            body = bytes(line).lstrip(b"\0")
+            nul = len(line) - len(body)
+            bad.reject("nul_bytes", offset, line[:min(nul, 16)], f"{nul:,} NUL bytes, where a crash lost a file's last "
+                       "writes (the filesystem had extended it)", line=at)
+            if not body.strip():
+                continue
+            line, offset = body, offset + nul  # a record the writer appended after the crash: whole
         record, reason, detail = _loads(line, replace)
         if reason:
             if reason != _BLANK:

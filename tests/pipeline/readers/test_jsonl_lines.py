@@ -22,6 +22,7 @@ from pipeline.readers.base import BadRecords, ByteProgress, decode_errors, open_
 from pipeline.recipe import SourceConfig
 from pipeline.spool import Spooler, open_window
 from tests.conftest import reads_as_text
+from tests.pipeline.readers import readerkit
 
 
 def previous_iter_lines(f, start: int, end: int, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -174,6 +175,13 @@ def old_iter_batches(unit, source, bad, batch_docs):
                 bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
                            line=at)
                 continue
+            if line.startswith(b"\0"):  # session 32: NUL bytes after a crash, then maybe an appended record
+                nul = len(line) - len(line.lstrip(b"\0"))
+                bad.reject("nul_bytes", offset, line[:min(nul, 16)], f"{nul:,} NUL bytes, where a crash lost a file's last "
+                           "writes (the filesystem had extended it)", line=at)
+                if not line[nul:].strip():
+                    continue
+                line, offset = line[nul:], offset + nul
             body = line  # session 31: a BOM opening a line in the middle of a file is cut (cat of Windows files)
             while body.startswith(b"\xef\xbb\xbf"):
                 body = body[3:]
@@ -242,7 +250,8 @@ record = st.one_of(
                      b'{"text": ', b'{"text": "a"} x', b"not json", b'{"other": 1}', b'{"text": null}',
                      b'{"text": 5}', b'{"text": "bad \xff utf8"}', b'{"text": "\xc3"}', b"\xff\xfe",
                      b'["text"]', b'{"text": "caf\xc3\xa9"}', b'\xef\xbb\xbf{"text": "after a BOM"}',
-                     b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf {broken", b'\xef\xbb\xbf{"text": "\xff"}']),
+                     b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf {broken", b'\xef\xbb\xbf{"text": "\xff"}',
+                     b"\0" * 37, b"\0\0 ", b'\0\0{"text": "appended after a crash"}', b"\0 \0", b" \0"]),
     st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
 )
 
@@ -466,3 +475,20 @@ def test_files_with_a_bom_concatenated_read_every_record(tmp_path):
     texts, _, _, rows, counts = run(jsonl.iter_batches, jsonl.plan(source, 0, [str(path)], 1 << 20), source)
     assert sum(texts, []) == [f"part {p} doc {i}" for p in range(3) for i in range(50)]
     assert rows == [[]] and counts == [{}]
+
+
+def test_nul_bytes_a_crash_left_are_one_reject_each_and_the_record_after_them_is_read(tmp_path):
+    """A filesystem that extended a file before a crash reads its lost writes back as NUL bytes: at the
+    end of the file, or up to the end of the first record the writer appended after restarting. Each
+    run of them is one `nul_bytes` reject (it was one `malformed_json`, 200 NULs in its preview, and
+    the appended record went with it)."""
+    path = tmp_path / "crash.jsonl"
+    good = [orjson.dumps({"text": f"doc {i}"}) + b"\n" for i in range(6)]
+    path.write_bytes(b"".join(good[:3]) + b"\0" * 3000 + orjson.dumps({"text": "after the restart"}) + b"\n"
+                     + b"".join(good[3:]) + b"\0" * 4096)
+    units, texts, positions, bad = readerkit.read_all(jsonl, SourceConfig(path=str(path)), [str(path)])
+    assert texts == ["doc 0", "doc 1", "doc 2", "after the restart", "doc 3", "doc 4", "doc 5"]
+    assert [(r["reason"], r["line"], r["detail"].split(",", 1)[0]) for r in bad] == [("nul_bytes", 4, "3"),
+                                                                                     ("nul_bytes", 8, "4")]
+    assert bad[0]["detail"].startswith("3,000 NUL bytes, where a crash lost") and bad[1]["text"] == "\0" * 16
+    assert positions[3] == sum(map(len, good[:3])) + 3000  # the record's own first byte
