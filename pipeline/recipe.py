@@ -638,8 +638,9 @@ def elsewhere_hint(path: str, recipe_file: str | None) -> str:
     for _ in range(4):
         candidate = base / path
         if glob.glob(str(candidate), recursive=True) if glob.has_magic(path) else candidate.exists():
-            return (f" ({candidate} {'matches files' if glob.has_magic(path) else 'exists'}: relative paths resolve against the current directory {os.getcwd()}, "
-                    f"not the recipe's; run prep from {base}, or give that path)")
+            found = "matches files" if glob.has_magic(path) else "exists"
+            return (f" ({candidate} {found}: relative paths resolve against the current directory "
+                    f"{os.getcwd()}, not the recipe's; run prep from {base}, or give that path)")
         if base.parent == base:
             break
         base = base.parent

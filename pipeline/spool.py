@@ -317,7 +317,6 @@ class Spooler:
         for u in units[k + 1:]:
             self._close(self._open(key, u, pos), u, written)
 
-
     def _parquet_windows(self, key, units: list[WorkUnit], written: set[int], source) -> None:
         """Windows of Parquet parts: each an Arrow IPC stream of its rows' projected columns (after the
         header), decoded once here (readers.parquet.part_batches); groups whose parts are all done are

@@ -140,25 +140,25 @@ def part_batches(units: list[WorkUnit], source: SourceConfig) -> Iterator[tuple[
             groups.setdefault(u.start, []).append(u)
         for rg, parts in groups.items():
             row0 = sum(meta.row_group(i).num_rows for i in range(rg))
+            spans = [_rows_of(u) for u in parts]  # rows [a, b) of the group, tiling it
             batches = pf.iter_batches(batch_size=READ_ROWS, row_groups=[rg], columns=columns, use_threads=False)
             k, done = 0, 0  # the part being read; the group's rows passed
             while k < len(parts):
                 try:
                     rb = next(batches, None)
                 except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group
-                    start = row0 + _rows_of(parts[k])[0]
-                    raise PrepError(f"{units[0].path}: row group {rg} (rows from {start}) does not decode "
-                                    f"({type(e).__name__}: {e}); replace the file and re-run to resume") from None
+                    raise PrepError(f"{units[0].path}: row group {rg} (rows from {row0 + spans[k][0]}) does not "
+                                    f"decode ({type(e).__name__}: {e}); replace the file and re-run to resume") from None
                 if rb is None:  # the file was replaced since the plan: its parts would wait for their windows
                     raise PrepError(f"{units[0].path}: row group {rg} ended at row {row0 + done}, before the "
-                                    f"{_rows_of(parts[-1])[1]} rows planned; the file changed during the run: "
+                                    f"{spans[-1][1]} rows planned; the file changed during the run: "
                                     "re-run to resume with the file as it is now")
                 at = 0
                 while at < rb.num_rows and k < len(parts):
-                    take = min(rb.num_rows - at, _rows_of(parts[k])[1] - (done + at))
+                    take = min(rb.num_rows - at, spans[k][1] - (done + at))
                     yield parts[k], rb.slice(at, take)
                     at += take
-                    if done + at == _rows_of(parts[k])[1]:
+                    if done + at == spans[k][1]:
                         k += 1
                 done += rb.num_rows
 
