@@ -31,6 +31,7 @@ _COMPRESSED = (
     (b"7z\xbc\xaf\x27\x1c", "a 7z archive", None),
     (b"\x04\x22\x4d\x18", "lz4-compressed", None),
 )
+PARQUET = "a Parquet file"
 # bytes a signature's claim needs beyond it: a head this short (a 3-byte file that happens to begin
 # 1f 8b 08) is not called compressed
 _MIN_BYTES = {".gz": 18, ".zst": 9, ".bz2": 14, ".xz": 24, None: 30}
@@ -78,6 +79,9 @@ def mislabeled(path: str, head: bytes, compression: str | None) -> str | None:
         how = (f"decompress it, then iconv -f {what} -t UTF-8" if compression
                else f"iconv -f {what} -t UTF-8 < {name} > utf8-{name}")
         return f"{after}its text is {what}, and prep reads UTF-8; convert it ({how}) and re-run"
+    if what == PARQUET:
+        return (f"{after}its bytes are {what} (they begin {head[:4].hex(' ')}: 'PAR1'); read it with "
+                "source.format: parquet" + (" once decompressed" if compression else ""))
     if what == "a tar archive":
         return f"{after}its bytes are {what}; extract it (tar -xf {name}) and point source.path at the files, then re-run"
     if compression:
@@ -98,6 +102,10 @@ def _identify(head: bytes) -> tuple[str, str | None] | None:
     for signature, what, suffix in _COMPRESSED:
         if head.startswith(signature):
             return (what, suffix) if len(head) >= _MIN_BYTES[suffix] and _decodes(head, suffix) else None
+    # Parquet: "PAR1", then its first page's Thrift header: field 1 (i32, 0x15), a page type 0-3 as
+    # zigzag (00 02 04 06). A recipe's `format: jsonl` with `--set source.path=x.parquet` read one as lines
+    if head.startswith(b"PAR1") and len(head) >= 6 and head[4] == 0x15 and head[5] in (0, 2, 4, 6):
+        return PARQUET, None
     if b"\x00" not in head and head[:1] not in (b"\xff", b"\xfe"):
         return None  # text starting with B, P, 7 or "("
     if _tar_header(head):

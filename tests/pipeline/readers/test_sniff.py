@@ -43,6 +43,14 @@ def _zip(data: bytes) -> bytes:
     return buf.getvalue()
 
 
+def _parquet() -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"text": [json.loads(line)["text"] for line in LINES.splitlines()]}), buf)
+    return buf.getvalue()
+
+
 SEVEN_Z_REST = (100).to_bytes(8, "little") + (20).to_bytes(8, "little") + (12345).to_bytes(4, "little")
 # what a file holds -> (its bytes, words the reason must hold, the fix's words)
 DISGUISES = {
@@ -55,6 +63,7 @@ DISGUISES = {
     "7z": (b"7z\xbc\xaf\x27\x1c\x00\x04" + zlib.crc32(SEVEN_Z_REST).to_bytes(4, "little") + SEVEN_Z_REST + b"\x00" * 40,
            "a 7z archive", "extract it"),
     "lz4": (b"\x04\x22\x4d\x18\x64\x40\xa7" + b"\x00" * 40, "lz4-compressed", "decompress it (or recompress it as .zst)"),
+    "parquet": (_parquet(), "a Parquet file (they begin 50 41 52 31: 'PAR1')", "read it with source.format: parquet"),
     "utf-16 bom": (LINES.decode().encode("utf-16"), "UTF-16LE", "iconv -f UTF-16LE -t UTF-8"),
     "utf-16be": (LINES.decode().encode("utf-16-be"), "UTF-16BE", "iconv -f UTF-16BE -t UTF-8"),
     "utf-32": (LINES.decode().encode("utf-32"), "UTF-32LE", "iconv -f UTF-32LE -t UTF-8"),
