@@ -508,15 +508,15 @@ def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: Sou
             bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
                        line=at)
             continue
-        if line[:1] == b"\0":  # a crash's lost writes, read back as NUL bytes up to the next record's end
+        record, reason, detail = _loads(line, replace)
+        if reason and line[:1] == b"\0":  # a crash's lost writes, read back as NUL bytes up to the next record's end
             body = bytes(line).lstrip(b"\0")
             nul = len(line) - len(body)
-            bad.reject("nul_bytes", offset, line[:min(nul, 16)], f"{nul:,} NUL bytes, where a crash lost a file's last "
-                       "writes (the filesystem had extended it)", line=at)
-            if not body.strip():
-                continue
-            line, offset = body, offset + nul  # a record the writer appended after the crash: whole
-        record, reason, detail = _loads(line, replace)
+            again = (None, _BLANK, "") if not body.strip() else _loads(body, replace)
+            if again[1] in ("", _BLANK):  # NULs alone, or a record the writer appended after the crash: whole
+                bad.reject("nul_bytes", offset, line[:min(nul, 16)], f"{nul:,} NUL bytes, where a crash lost a "
+                           "file's last writes (the filesystem had extended it)", line=at)
+                (record, reason, detail), offset = again, offset + nul
         if reason:
             if reason != _BLANK:
                 bad.reject(reason, offset, line, detail, line=at)

@@ -85,6 +85,17 @@ def blocks(read_block: int, dense: int):
         yield
 
 
+def _json_or_none(data: bytes, replace: bool):
+    while data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for attempt in (data, data.decode("utf-8", "replace")) if replace else (data,):
+        try:
+            return orjson.loads(attempt)
+        except orjson.JSONDecodeError:
+            continue
+    return None
+
+
 def reference_lines(data: bytes) -> list[tuple[int, bytes]]:
     """(offset, line) of every line, from the whole file in memory."""
     out, offset = [], 0
@@ -175,8 +186,10 @@ def old_iter_batches(unit, source, bad, batch_docs):
                 bad.reject("record_too_large", offset, line, f"line longer than max_record_bytes {max_bytes}",
                            line=at)
                 continue
-            if line.startswith(b"\0"):  # session 32: NUL bytes after a crash, then maybe an appended record
-                nul = len(line) - len(line.lstrip(b"\0"))
+            rest = line.lstrip(b"\0")
+            if line.startswith(b"\0") and (not rest.strip() or _json_or_none(rest, replace) is not None):
+                # session 32: NUL bytes after a crash, alone or before a record appended after it
+                nul = len(line) - len(rest)
                 bad.reject("nul_bytes", offset, line[:min(nul, 16)], f"{nul:,} NUL bytes, where a crash lost a file's last "
                            "writes (the filesystem had extended it)", line=at)
                 if not line[nul:].strip():
