@@ -1,7 +1,7 @@
 """The real peers against `prep tokenize`, side by side: datatrove, dolma and litdata as published on PyPI,
 each in its own virtual environment, on the same JSONL files, tokenizer and cores.
 
-    python benchmarks/bench_peers.py --setup      # once: the peers' environments (pinned; ~2 GB, minutes)
+    python benchmarks/bench_peers.py --setup      # once: the peers' environments (pinned; 1.7 GB, 11 min here)
     python benchmarks/bench_peers.py --repeat 2   # writes benchmarks/results/peers_<machine>_<yyyymm>.md
 
 bench_tokenize.py re-implements the single-script peers (nanoGPT, llm.c, Megatron); these three are
