@@ -181,22 +181,26 @@ def reference(texts: list[str], tokenizer: str) -> dict[str, collections.Counter
     return {"plain": plain, "stripped": stripped, "tokens": sum(map(len, ids))}
 
 
-def check(name: str, out: str, ref: dict) -> str:
+def read_back(name: str, out: str, ref: dict) -> tuple[list[np.ndarray], collections.Counter, collections.Counter]:
+    """A row's documents as written, their digests, and the digests the reference wants of that tool."""
     tool = name.split("/")[0]
     docs = READERS[tool](out)
-    got = collections.Counter(map(_digest, docs))
-    want = ref["stripped" if tool == "dolma" else "plain"]
+    return docs, collections.Counter(map(_digest, docs)), ref["stripped" if tool == "dolma" else "plain"]
+
+
+def check(name: str, out: str, ref: dict) -> str:
+    docs, got, want = read_back(name, out, ref)
     if got != want:
         missing, extra = sum((want - got).values()), sum((got - want).values())
         raise SystemExit(f"{name}: {len(docs):,} documents read back from {out}; {missing} of the reference's "
                          f"are missing and {extra} are not the reference's")
-    return f"same ids, {len(docs):,} docs" + (" (texts stripped)" if tool == "dolma" else "")
+    return f"same ids, {len(docs):,} docs" + (" (texts stripped)" if name == "dolma" else "")
 
 
 # -- corpus and runs ------------------------------------------------------------------------------------
 def write_layouts(corpus: str, tmp: str) -> tuple[dict[str, str], list[str]]:
     """{layout: directory of .jsonl files}; the texts. Lines gain an "id" (dolma's document format)."""
-    texts = [json.loads(line)["text"] for line in open(corpus, "rb")]
+    texts = [json.loads(line)["text"] for line in Path(corpus).read_bytes().splitlines() if line.strip()]
     lines = [json.dumps({"id": f"doc-{i}", "text": t}, ensure_ascii=False).encode() + b"\n" for i, t in enumerate(texts)]
     dirs = {}
     for layout, k in LAYOUTS.items():
@@ -229,7 +233,7 @@ def run(name: str, src: str, tokenizer: str, workers: int, tmp: str) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed ({proc.returncode}): {' '.join(cmd)}\n{log[-3000:]}")
     return {"wall": wall, "peak_rss": peak[0], "out": os.path.join(out, "prep" if name.startswith("prep/") else "out"),
-            "dir": out, "log": log}
+            "dir": out}
 
 
 QUOTE = "\n\nGPT-2 ends each document with <|endoftext|>.\n"  # appended to every 3rd pitfall text
@@ -253,16 +257,15 @@ def pitfalls(corpus_texts: list[str], hub_tokenizer: str, tokenizer: str, worker
     lines = []
     for tool in ("prep/auto", "datatrove", "dolma", "litdata"):
         for what, src, tok_path, ref in cases:
-            want = ref["stripped" if tool == "dolma" else "plain"]
             try:
                 r = run(tool, src, tok_path, workers, tmp)
-                docs = READERS[tool.split("/")[0]](r["out"])
+                docs, got, want = read_back(tool, r["out"], ref)
                 shutil.rmtree(r["dir"], ignore_errors=True)
-                same = sum((collections.Counter(map(_digest, docs)) & want).values())
-                got = f"{len(docs):,} documents, {sum(map(len, docs)):,} tokens | {same:,} of {sum(want.values()):,}"
+                same = sum((got & want).values())
+                cell = f"{len(docs):,} documents, {sum(map(len, docs)):,} tokens | {same:,} of {sum(want.values()):,}"
             except SystemExit as e:
-                got = "failed: " + str(e).splitlines()[-1][:200] + " | -"
-            lines.append(f"| {tool} | {what} | {got} |")
+                cell = "failed: " + str(e).splitlines()[-1][:200] + " | -"
+            lines.append(f"| {tool} | {what} | {cell} |")
     return lines
 
 
@@ -323,15 +326,8 @@ def main() -> None:
                 r = run(name, src, tokenizer, args.workers, tmp)
                 r["check"] = check(name, r["out"], ref)
                 shutil.rmtree(r["dir"], ignore_errors=True)
-                best = results.get((layout, name))
                 print(f"  {layout} {name}: {r['wall']:.2f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB", flush=True)
-                if best is None or r["wall"] < best["wall"]:
-                    r["runs"] = (best or {}).get("runs", 0) + 1
-                    r["peak_rss"] = max(r["peak_rss"], (best or {}).get("peak_rss", 0))
-                    results[(layout, name)] = r
-                else:
-                    best["runs"] += 1
-                    best["peak_rss"] = max(best["peak_rss"], r["peak_rss"])
+                results[(layout, name)] = bt._merge(results.get((layout, name)), r)  # best time, highest RSS
     traps = [] if args.no_pitfalls else pitfalls(texts, args.tokenizer, tokenizer, args.workers, tmp)
     path = args.report or str(ROOT / "benchmarks" / "results" / f"peers_{bt.machine_label(args.workers)}_{time.strftime('%Y%m')}.md")
     write_report(args, results, ref, nbytes, len(texts), traps, path)
