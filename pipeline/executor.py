@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import faults, trace
+from pipeline import faults, input_changes, trace
 from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
 from pipeline.errors import PrepError
@@ -141,7 +141,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     spec = load_tokenizer(recipe.tokenizer)
     trace.event("tokenizer_loaded", backend=spec.backend)
     with _planning_status(show_progress, console):
-        units = plan_units(recipe, num_workers)
+        units = plan_units(recipe, num_workers, inputs := {})
     trace.event("units_planned", units=len(units))
     if not units:
         raise PrepError("source.path: matched no input")
@@ -160,8 +160,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         if existing is not None:
             _refuse_damaged(out)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True)
-        plan_info = {"units": len(units), "files": sorted({u.path for u in units})}
-        results = state.start(_fingerprint(content, spec.sha256, units), plan_info)
+        results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs})
+        input_changes.accept(state, inputs, units, results)
         dtype = dtype_for_vocab(spec.vocab_size)
         splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
         streamed = recipe.dedup != "exact"  # exact dedup must see every unit before placing a shard
@@ -376,7 +376,12 @@ def _accept(result: dict, state: RunState, results: dict, progress: RunProgress,
 
 def _run_inline(todo, ctx, state, results, progress, after=lambda index: None) -> None:
     for unit in todo:
-        _accept(unit_or_failure(unit, ctx, progress.advance), state, results, progress, ctx.recipe, after)
+        try:
+            result = unit_or_failure(unit, ctx, progress.advance)
+        except PrepError as e:
+            input_changes.note_stop(state, unit, e)
+            raise
+        _accept(result, state, results, progress, ctx.recipe, after)
 
 
 def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after
@@ -426,6 +431,9 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
                         result = fut.result()
                     except BrokenProcessPool:
                         pending[fut] = unit  # in flight, for the message
+                        raise
+                    except PrepError as e:
+                        input_changes.note_stop(state, unit, e)
                         raise
                     _accept(result, state, results, progress, ctx.recipe, after)
                     submit_next()

@@ -40,6 +40,7 @@ class RunState:
         self.plan_path = self.dir / "plan.json"
         self.lock_path = self.dir / "lock"
         self.placed: dict[str, list[dict]] = {}  # split -> journaled final shards 0, 1, ... (see start)
+        self.plan: dict = {}  # plan.json (see start)
         self._append_lock = threading.Lock()  # units are journaled by the main thread, shards by another
         self.trash = self.dir / "trash"
         self._deleters: list[threading.Thread] = []
@@ -137,7 +138,8 @@ class RunState:
 
     # -- plan + journal -------------------------------------------------------------------------
     def start(self, fingerprint: str, describe: dict) -> dict[int, dict]:
-        """Open (or create) the journal for this plan; returns finished unit results by index."""
+        """Open (or create) the journal for this plan; returns finished unit results by index.
+        `self.plan` is then what plan.json holds: an interrupted run's `describe`, or this one's."""
         try:
             old = json.loads(self.plan_path.read_text()) if self.plan_path.exists() else None
         except (OSError, ValueError):  # unreadable: nothing in this run state can be trusted
@@ -148,10 +150,12 @@ class RunState:
                 raise PrepError(f"{self.out}: holds an unfinished run of a different recipe or different input "
                                 "files; re-run with the original recipe to resume it, or pass --overwrite "
                                 "to discard it")
+            self.plan = old
         else:
             self.reset()
             self.dir.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.plan_path, {"fingerprint": fingerprint, **describe})
+            self.plan = {"fingerprint": fingerprint, **describe}
+            write_json_atomic(self.plan_path, self.plan)
         done: dict[int, dict] = {}
         placed: dict[str, dict[int, dict]] = {}
         if self.journal_path.exists():
@@ -177,6 +181,11 @@ class RunState:
             while len(run) in by_index:
                 run.append(by_index[len(run)])
         return done
+
+    def update_plan(self, **fields) -> None:
+        """Rewrite plan.json with `fields` changed (atomically: a crash leaves the old or the new)."""
+        self.plan = {**self.plan, **fields}
+        write_json_atomic(self.plan_path, self.plan)
 
     def record(self, result: dict) -> None:
         with self._append_lock:

@@ -365,9 +365,11 @@ class SourceConfig:
             raise PrepError(f"{where}.path: format hf takes one dataset (a hub id, a saved directory or a builder "
                             "name); put files in data_files, or give several sources")
 
-    def expand_files(self, sizes: dict[str, int] | None = None) -> list[str]:
-        """Sorted files matched by each path/glob, in the order the paths are listed; with `sizes`,
-        each local match's size is recorded there (one stat() per file tells both)."""
+    def expand_files(self, seen: tuple[dict[str, int], dict] | None = None) -> list[str]:
+        """Sorted files matched by each path/glob, in the order the paths are listed; with `seen`
+        (readers.base.planning_sizes: sizes, stamps), each local match's size and mtime are recorded
+        there (one stat() per file tells all three)."""
+        sizes, stamps = seen if seen is not None else (None, None)
         files: list[str] = []
         for p in self.paths():
             if is_url(p):
@@ -383,7 +385,9 @@ class SourceConfig:
                                     f"{_suffixes(fmt)}, compressed "
                                     "or not); " + (other or "fix the path or source.format"))
                 if sizes is not None:
-                    sizes.update((f, os.stat(f).st_size) for f in matches)
+                    for f in matches:
+                        st = os.stat(f)
+                        sizes[f], stamps[f] = st.st_size, st.st_mtime_ns
                 files.extend(matches)
                 continue
             matches = []
@@ -395,7 +399,7 @@ class SourceConfig:
                 if stat.S_ISREG(st.st_mode):
                     matches.append(m)
                     if sizes is not None:
-                        sizes[m] = st.st_size
+                        sizes[m], stamps[m] = st.st_size, st.st_mtime_ns
             if not matches:
                 raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
                                 f"the current directory {os.getcwd()}); fix the path or glob")

@@ -68,10 +68,27 @@ def auto_unit_bytes(total_bytes: int) -> int:
     return max(AUTO_UNIT_MIN, min(AUTO_UNIT_MAX, 1 << (per_unit.bit_length() - 1)))
 
 
-def plan_units(recipe: Recipe, num_workers: int | None = None) -> list[WorkUnit]:
-    """All work units of the recipe, in dataset order (sources, then files, then ranges)."""
+def plan_units(recipe: Recipe, num_workers: int | None = None, inputs: dict | None = None) -> list[WorkUnit]:
+    """All work units of the recipe, in dataset order (sources, then files, then ranges). With `inputs`,
+    also each file they read, as {path: [size, stamp]} there (base.file_identity: what the journal
+    compares when the run resumes, pipeline.input_changes)."""
     with base.planning():  # sizes looked up once though the plan may run twice, never reused later
-        return _plan_units(recipe, num_workers)
+        units = _plan_units(recipe, num_workers)
+        if inputs is not None:
+            inputs.update(_input_files(recipe, units))
+        return units
+
+
+def _input_files(recipe: Recipe, units: list[WorkUnit]) -> dict[str, list]:
+    """Every file the units read (WorkUnit.files), looked up in the plan's caches: a directory of
+    100,000 files is not statted again."""
+    found: dict[str, list] = {}
+    for u in units:
+        options = recipe.sources[u.source].storage_options
+        for path in u.files():
+            if path not in found:
+                found[path] = list(base.file_identity(path, options))
+    return found
 
 
 def _plan_units(recipe: Recipe, num_workers: int | None) -> list[WorkUnit]:

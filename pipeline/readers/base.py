@@ -81,6 +81,13 @@ class WorkUnit:
         return ((self.start, self.end) != (0, -1) and self.format in ("jsonl", "text", "csv", "tsv")
                 and not self.paths and not self.group and bool(compression_of(self.path)))
 
+    def files(self) -> tuple[str, ...]:
+        """The files this unit reads: its own, its group's, its list (text files; a dataset's Arrow
+        files). A Hugging Face unit's `path` names its dataset, not a file."""
+        if self.group:
+            return tuple(path for m in self.group for path in m.files())
+        return self.paths or ((self.path,) if self.format != "hf" else ())
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -163,21 +170,24 @@ def compression_of(path: str) -> str | None:
 
 
 # file sizes seen while planning (readers.plan_units): unit_bytes auto plans twice, and a directory of
-# 100,000 one-document text files took 1.15 s of the parent's stat() calls to plan (0.27 s per pass)
+# 100,000 one-document text files took 1.15 s of the parent's stat() calls to plan (0.27 s per pass).
+# With each, what tells a file changed in place at the same size: its mtime in ns, a remote object's
+# ETag or modification time (pipeline.input_changes compares them when a run resumes)
 _sizes: dict[str, int] | None = None
+_stamps: dict[str, int | str | None] | None = None
 
 
 @contextmanager
 def planning():
     """Within: each file's size, and each compressed file's planned size, is looked up once."""
-    global _sizes
-    _sizes = {}
+    global _sizes, _stamps
+    _sizes, _stamps = {}, {}
     _planned.clear()
     _heads.clear()
     try:
         yield
     finally:
-        _sizes = None
+        _sizes = _stamps = None
         _planned.clear()
         _heads.clear()
 
@@ -267,26 +277,39 @@ def read_ahead(read, depth: int = 4) -> Iterator[bytes]:
                 pass
 
 
-def planning_sizes() -> dict[str, int] | None:
-    """The size cache while `planning()`, for the file listing to fill (recipe.expand_files)."""
-    return _sizes
+def planning_sizes() -> tuple[dict[str, int], dict[str, int | str | None]] | None:
+    """The size and stamp caches while `planning()`, for the file listing to fill (recipe.expand_files)."""
+    return None if _sizes is None else (_sizes, _stamps)
 
 
 def file_size(path: str, storage_options: dict | None = None) -> int:
+    return file_identity(path, storage_options)[0]
+
+
+def file_identity(path: str, storage_options: dict | None = None) -> tuple[int, int | str | None]:
+    """(size, stamp): the stamp tells a file rewritten at the same size apart (see `_stamps`)."""
     if _sizes is not None:
-        if path not in _sizes:
-            _sizes[path] = _file_size(path, storage_options)
-        return _sizes[path]
-    return _file_size(path, storage_options)
+        if path not in _sizes or path not in _stamps:
+            _sizes[path], _stamps[path] = _file_identity(path, storage_options)
+        return _sizes[path], _stamps[path]
+    return _file_identity(path, storage_options)
 
 
-def _file_size(path: str, storage_options: dict | None) -> int:
+# what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
+# local and memory mtime or created
+_REMOTE_STAMPS = ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created")
+
+
+def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | str | None]:
     try:
         if is_url(path):
             import fsspec
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-            return int(fs.size(p))
-        return os.path.getsize(local_path(path))
+            info = fs.info(p)
+            stamp = next((info[k] for k in _REMOTE_STAMPS if info.get(k) is not None), None)
+            return int(info["size"]), None if stamp is None else str(stamp)
+        st = os.stat(local_path(path))
+        return st.st_size, st.st_mtime_ns
     except FileNotFoundError:
         raise PrepError(f"source.path: {path} does not exist") from None
     except PrepError:

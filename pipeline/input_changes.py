@@ -1,0 +1,102 @@
+"""Input files that changed between an interrupted run and its resume.
+
+The journal's fingerprint is the recipe, the tokenizer and the plan: each unit's file and range. A
+unit of a whole file reads "to the end", so a file rewritten between a crash and the re-run kept the
+plan, and the resumed dataset held the finished units' old documents beside the rest's new ones: 4
+files of JSON Lines, the first cut to half its lines after its unit was journaled, resumed to 799
+documents where a fresh run gives 700, and `prep verify` passed it. A file edited in place at the same
+size (a word replaced by another as long) kept even a cut file's plan.
+
+So plan.json keeps each input file's size and stamp (readers.base.file_identity: its mtime in ns; a
+remote object's ETag or modification time) from the run that began the output, and a resumed run
+compares them. A changed file is
+- accepted when no unit of it is journaled done: the plan was made from the file as it is now, and its
+  units read it so (units that failed on it under `on_bad_record: skip` are redone);
+- accepted when a unit stopped the run on it or failed on it (`stopped_on`; a failed journal entry):
+  the documented fix for a damaged file is to replace it and re-run, which keeps its units before the
+  damage (read from bytes the replacement shares) and redoes the rest;
+- refused otherwise, naming the file and what changed.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import PrepError, SchemaError
+from pipeline.journal import RunState
+from pipeline.readers import WorkUnit
+
+__all__ = ["accept", "note_stop"]
+
+
+def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], results: dict[int, dict]) -> None:
+    """Check `inputs` (this plan's {path: [size, stamp]}) against those of the run that began the
+    output; raises PrepError for a changed file with units done. Forgets the units that failed on
+    a changed file accepted, so they are redone, and records the new stamps."""
+    old = state.plan.get("inputs")
+    if old is None:  # a new run (plan.json was just written with `inputs`), or one begun by an older prep
+        return
+    changed = {path: was for path, was in old.items() if path in inputs and _differs(was, inputs[path])}
+    if not changed:
+        return
+    damaged = set(state.plan.get("stopped_on", ())).union(*(_failed_files(r) for r in results.values()))
+    by_file: dict[str, list[int]] = {}
+    for u in units:
+        for path in u.files():
+            if path in changed:
+                by_file.setdefault(path, []).append(u.index)
+    redo: set[int] = set()
+    for path, was in changed.items():
+        mine = [i for i in by_file.get(path, ()) if i in results]
+        failed = {i for i in mine if path in _failed_files(results[i])}  # a group's unit may be ok without it
+        done = [i for i in mine if i not in failed and results[i]["status"] == "ok"]
+        if done and path not in damaged:
+            raise PrepError(_refusal(state, path, was, inputs[path], len(done), len(by_file[path])))
+        redo |= failed
+    if redo:
+        _forget(state, results, redo)
+    state.update_plan(inputs={**old, **{path: inputs[path] for path in changed}})
+
+
+def _failed_files(result: dict) -> set[str]:
+    """The files a journaled unit failed on: a failed unit's, or the members a group's unit left out."""
+    failed = result.get("failed_files") or ([result] if result["status"] == "failed" else [])
+    return {f["path"] for f in failed}
+
+
+def _forget(state: RunState, results: dict[int, dict], redo: set[int]) -> None:
+    """Redo units `redo`: out of the results, and every placed shard from the first holding a part of
+    a unit at or after the earliest of them dropped from the run state, since shards are placed in
+    unit order (assemble.PartStream). The units whose parts those shards took are then redone too
+    (executor._drop_lost_units: their part files were deleted when the shard was placed)."""
+    first = min(redo)
+    for i in redo:
+        del results[i]
+    for split, entries in state.placed.items():
+        keep = next((k for k, e in enumerate(entries) if any(int(name[1:8]) >= first for name in e["parts"])),
+                    len(entries))
+        del entries[keep:]
+
+
+def note_stop(state: RunState, unit: WorkUnit, error: BaseException) -> None:
+    """The run stops on `unit`'s error (`on_bad_record: error`): its files may then be replaced and the
+    run resumed (see `accept`). Not for the recipe's mistakes (SchemaError), whose fix is the recipe."""
+    if isinstance(error, PrepError) and not isinstance(error, SchemaError) and state.plan:
+        state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *unit.files()}))
+
+
+def _differs(was: list, now: list) -> bool:
+    """Sizes differ, or both stamps are known and differ (a remote store may not give one)."""
+    return was[0] != now[0] or (was[1] is not None and now[1] is not None and was[1] != now[1])
+
+
+def _refusal(state: RunState, path: str, was: list, now: list, done: int, total: int) -> str:
+    if was[0] != now[0]:
+        what = f"{was[0]:,} bytes then, {now[0]:,} now"
+    else:
+        what = "rewritten at the same size"
+    fix = "put the old file back to resume, or re-run with --overwrite to start over"
+    if isinstance(was[1], int) and was[0] == now[0]:  # a local mtime: copied again or touched, maybe unchanged
+        fix += (f"; if its contents are the same (copied again, touched), set its old time back with "
+                f"touch -d @{was[1] // 10**9}.{was[1] % 10**9:09d} '{path}' and re-run")
+    return (f"{path}: changed since the unfinished run in {state.out} read it ({what}); {done} of its "
+            f"{total} unit(s) are done from the old contents, and resuming would mix old and new documents: "
+            f"{fix}")
