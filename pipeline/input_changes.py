@@ -70,7 +70,7 @@ def _forget(state: RunState, results: dict[int, dict], redo: set[int]) -> None:
     first = min(redo)
     for i in redo:
         del results[i]
-    for split, entries in state.placed.items():
+    for entries in state.placed.values():
         keep = next((k for k, e in enumerate(entries) if any(int(name[1:8]) >= first for name in e["parts"])),
                     len(entries))
         del entries[keep:]

@@ -69,12 +69,61 @@ def head_starts_a_document(head: bytes) -> bool:
 
 def parse(data: bytes) -> tuple[list | dict | None, str]:
     """(the file's one JSON array or object, ""), or (None, why not): JSON Lines whose first record
-    is an array, or a damaged file (then read as lines, whose rejects say what is wrong)."""
+    is an array, or a damaged file (then read as lines, whose rejects say what is wrong). A value
+    that only Python's json reads (NaN, Infinity, a lone surrogate escape: what `json.dump` writes
+    from a float NaN or a cut string) comes with its non-JSON records as Malformed (records_of)."""
+    data = data[len(BOM):] if data.startswith(BOM) else data
     try:
-        value = orjson.loads(data[len(BOM):] if data.startswith(BOM) else data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        return None, str(e)
+        value = _lenient(data)
+        if value is None:
+            return None, str(e)
     return (value, "") if isinstance(value, (list, dict)) else (None, f"it is one {type(value).__name__}")
+
+
+class Malformed:
+    """A record of a JSON array or of objects one after another that is not JSON, as JSON Lines reads
+    it (orjson: no NaN or Infinity, no lone surrogate): one `malformed_json` reject, as its line would
+    be in a JSON Lines file. Before, one NaN in a non-text field of one record (Python's json.dump
+    writes a float NaN so) made the whole file unparsable: read as lines, every record lost (exit 0),
+    or a cut array's whole unit failed."""
+
+    __slots__ = ("raw", "detail")
+
+    def __init__(self, raw: str, detail: str):
+        self.raw, self.detail = raw, detail
+
+
+def _lenient(data: bytes | str):
+    """`data` parsed by Python's json (NaN, Infinity, lone surrogates allowed), each record that
+    orjson would refuse replaced by a Malformed; None when Python's json cannot parse it either."""
+    import json  # only here: such files are rare
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    if isinstance(value, list):
+        return [_strict(r) for r in value]
+    if isinstance(value, dict):  # records_of finds its list: strict-checked there
+        return _LenientObject(value)
+    return value
+
+
+class _LenientObject(dict):
+    """A file's one object parsed by _lenient: records_of checks the records of its list."""
+
+
+def _strict(record):
+    """`record`, or a Malformed when it holds what orjson refuses (NaN or Infinity, a lone surrogate)."""
+    import json
+    try:
+        json.dumps(record, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # (a ValueError too: first)
+        return Malformed(json.dumps(record)[:1000], "not JSON: a lone surrogate escape (\\ud800-\\udfff), not text")
+    except ValueError:
+        return Malformed(json.dumps(record)[:1000], "not JSON: NaN or Infinity (json.dump writes a float NaN so)")
+    return record
 
 
 def records_of(value: list | dict, records_field: str | None, path: str) -> list:
@@ -104,7 +153,7 @@ def records_of(value: list | dict, records_field: str | None, path: str) -> list
     if not isinstance(node, list):
         raise SchemaError(f"{path}: records_field {records_field!r} is {type(node).__name__}, not a list of "
                           "records; set source.records_field to the key of the list of records")
-    return node
+    return [_strict(r) for r in node] if isinstance(value, _LenientObject) else node
 
 
 def read_document(data: bytes, records_field: str | None, path: str) -> list | None:
@@ -176,16 +225,19 @@ def _piece_records(data: bytes, kind: str, at: int, last: bool, path: str) -> li
     try:
         return orjson.loads(b"[" + data + b"]")
     except orjson.JSONDecodeError as e:
-        raise PrepError(f"{where}: these records of the file's JSON array do not parse ({e}); the file is "
-                        "damaged: repair or re-export it") from None
+        records = _lenient(b"[" + data + b"]")
+        if records is None:
+            raise PrepError(f"{where}: these records of the file's JSON array do not parse ({e}); the file is "
+                            "damaged: repair or re-export it") from None
+        return records
 
 
 def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
     """The objects of a file holding several JSON objects one after another, pretty-printed (what
     `jq . file.jsonl` writes: `{\n  "text": ...\n}\n{\n ...`), or None when it is not such a file.
-    Each object must parse with orjson, as a JSON Lines record would (no NaN, no lone surrogates);
-    one that does not, or a gap that is not whitespace, leaves the file to the line reader, whose
-    rejects say what is wrong. Where the layout is not jq's, the stdlib decoder finds where each object
+    An object that Python's json reads and orjson does not (NaN, a lone surrogate) is a Malformed
+    record; one that neither reads, or a gap that is not whitespace, leaves the file to the line
+    reader, whose rejects say what is wrong. Where the layout is not jq's, the stdlib decoder finds where each object
     ends (orjson cannot stop at a value's end). Fewer than `least` objects: None. Before, each line
     of such a file was a `malformed_json` reject."""
     body = data[len(BOM):] if data.startswith(BOM) else data
@@ -221,10 +273,13 @@ def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
         while at < len(text):
             if text[at] != "{":
                 return None
-            _, end = find_end(text, at)
-            records.append(orjson.loads(text[at:end]))
+            record, end = find_end(text, at)
+            try:
+                records.append(orjson.loads(text[at:end]))
+            except orjson.JSONDecodeError:  # NaN, a lone surrogate: Python's json read it, orjson does not
+                records.append(_strict(record))
             at = gap.match(text, end).end()
-    except (ValueError, orjson.JSONDecodeError):  # json.JSONDecodeError is a ValueError
+    except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
     return records if len(records) >= least else None
 
@@ -251,6 +306,9 @@ def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: 
 
     def slow(positions: list[int], rows: list, before: int) -> None:
         for i, record in zip(positions, rows):
+            if type(record) is Malformed:
+                bad.reject("malformed_json", i, record.raw, record.detail, row=i)
+                continue
             try:
                 text = extract(record)
             except RecordError as e:

@@ -152,10 +152,11 @@ def test_objects_one_after_another_are_records(tmp_path, layout):
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
-@pytest.mark.parametrize("tail", ['{"text": NaN}', "[1, 2]", '{"text": "cut', '"a string"'])
+@pytest.mark.parametrize("tail", ["[1, 2]", '{"text": "cut', '"a string"'])
 def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, tail):
-    """All or nothing, as for an array: a value orjson refuses, or one that is not an object, leaves
-    the file to the line reader, whose rejects name each bad line."""
+    """All or nothing, as for an array: a value that does not parse at all, or one that is not an
+    object, leaves the file to the line reader, whose rejects name each bad line (NaN parses: one
+    reject, test_a_record_that_is_not_json_is_one_reject_not_the_whole_file)."""
     path = tmp_path / "a.json"
     path.write_text("\n".join(json.dumps(r, indent=2) for r in RECORDS[:3]) + "\n" + tail + "\n")
     _, texts, _, bad = read_all(SourceConfig(path=str(path)), [str(path)])
@@ -197,3 +198,29 @@ def test_objects_one_after_another_with_nested_objects_split_where_they_end(inde
     data = "".join(json.dumps(r, indent=indent) + "\n" for r in records).encode()
     assert concatenated_objects(data) == records
     assert concatenated_objects(data.replace(b"\n", b"\r\n")) == records  # the stdlib scan's way
+
+
+@pytest.mark.parametrize("layout", ["pretty", "one line", "cut", "jq", "records_field"])
+def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, layout):
+    """What Python's json.dump writes and orjson (as JSON Lines reads a line) refuses: NaN from a float,
+    a lone surrogate from a string cut inside a pair. Each such record is one malformed_json reject, as
+    its line would be in JSON Lines; before, the file was read as lines (every record rejected, exit 0)
+    or a cut array's unit failed whole."""
+    records = [dict(r) for r in RECORDS[:300]]
+    records[3]["score"] = float("nan")
+    records[250]["text"] = "cut \ud83d"
+    if layout == "jq":
+        body = "".join(json.dumps(r, indent=2) + "\n" for r in records)
+    elif layout == "records_field":
+        body = json.dumps({"version": 1, "data": records}, indent=2)
+    else:
+        body = json.dumps(records, indent=None if layout == "one line" else 2)
+    path = tmp_path / "a.json"
+    path.write_text(body, encoding="utf-8", errors="surrogatepass")
+    source = SourceConfig(path=str(path), records_field="data" if layout == "records_field" else None)
+    units, texts, positions, bad = read_all(source, [str(path)], unit_bytes=4096 if layout == "cut" else 1 << 20)
+    assert (len(units) > 1) == (layout == "cut")
+    kept = [i for i in range(300) if i not in (3, 250)]
+    assert texts == [records[i]["text"] for i in kept] and positions == kept
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (250, "malformed_json")]
+    assert "NaN or Infinity" in bad[0]["detail"] and "lone surrogate" in bad[1]["detail"]
