@@ -64,12 +64,43 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
         return TokenizeResult(manifest, local, already_complete=True)
     if exists:
         fs.rm_file(remote_manifest)  # first: the remote dataset stops being "complete"
+    elif not overwrite:
+        _refuse_foreign(fs, root, url, local)
     local.mkdir(parents=True, exist_ok=True)
     result = tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
                       show_progress=show_progress, console=console)
     sent = upload_dataset(local, fs, root, result.manifest, url)
     result.notes.append(f"uploaded {sent} file(s) to {url} (manifest last); staging copy in {local}")
     return result
+
+
+def _refuse_foreign(fs, root: str, url: str, local: Path) -> None:
+    """A URL with no manifest must hold nothing but what this staging directory uploaded there (an
+    interrupted upload), as a local output must be empty or prep's. Before, the files of a prefix
+    that held others were written among them, and the upload's sweep of stale shards deleted every
+    file under its train/ and val/."""
+    try:
+        found = fs.find(root)
+    except FileNotFoundError:
+        return
+    except Exception as e:  # credentials, endpoint, missing bucket
+        raise PrepError(f"output.dir: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "output.storage_options") from None
+    log = _load_log(local / ".prep" / UPLOAD_LOG, url)
+    foreign = [rel for rel in (p[len(root):].lstrip("/") for p in found) if rel not in log["files"]]
+    if foreign:
+        raise PrepError(f"{url}: holds {len(foreign)} file(s) that are not a prep dataset this machine uploaded "
+                        f"(such as {foreign[0]!r}); choose another output.dir, or pass --overwrite to replace "
+                        "its contents")
+
+
+def _load_log(path: Path, url: str) -> dict:
+    """The staging directory's record of what it uploaded to `url` ({rel: size:mtime_ns})."""
+    try:
+        log = json.loads(path.read_text())
+    except (OSError, ValueError):
+        log = {}
+    return log if log.get("url") == url else {"url": url, "files": {}}
 
 
 def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> int:
@@ -79,12 +110,7 @@ def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> 
     if (local / "rejects.jsonl").exists():
         files.append("rejects.jsonl")
     log_path = local / ".prep" / UPLOAD_LOG
-    try:
-        log = json.loads(log_path.read_text())
-    except (OSError, ValueError):
-        log = {}
-    if log.get("url") != url:
-        log = {"url": url, "files": {}}
+    log = _load_log(log_path, url)
     sent = 0
     try:
         for rel in files:

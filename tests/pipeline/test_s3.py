@@ -142,6 +142,29 @@ def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkey
     assert len(sent) == n_files and first == 2
 
 
+def test_a_url_holding_other_files_is_refused_as_a_local_directory_is(tmp_path, demo_tokenizer):
+    """Before, the dataset was uploaded among them and the sweep of stale shards deleted every file
+    under train/ and val/ that prep had not written (found by a bug hunt with local:// as the bucket)."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(100) if t))
+    url = "memory://prep-foreign/ds"
+    r = Recipe.from_dict({"name": "f", "source": {"path": str(corpus)}, "tokenizer": {"path": str(demo_tokenizer)},
+                          "output": {"dir": url, "local_dir": str(tmp_path / "stage")}, "num_workers": 1})
+    fs = fsspec.filesystem("memory")
+    for rel in ("train/important.txt", "notes.txt"):
+        fs.pipe_file(f"/prep-foreign/ds/{rel}", b"someone's data")
+    with pytest.raises(PrepError, match=r"memory://prep-foreign/ds: holds 2 file\(s\) that are not a prep dataset "
+                                        r"this machine uploaded \(such as 'notes.txt'\); .* --overwrite"):
+        tokenize(r, show_progress=False)
+    assert fs.cat_file("/prep-foreign/ds/train/important.txt") == b"someone's data"
+    assert not (tmp_path / "stage").exists()  # refused before any work
+    tokenize(r, show_progress=False, overwrite=True)  # asked to replace its contents
+    assert fs.exists("/prep-foreign/ds/manifest.json") and not fs.exists("/prep-foreign/ds/train/important.txt")
+
+
 def test_saved_hf_dataset_on_s3(tmp_path, s3):
     import datasets
 
