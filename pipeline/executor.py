@@ -46,7 +46,7 @@ from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_man
 from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
-from pipeline.recipe import Recipe, is_url
+from pipeline.recipe import Recipe, is_url, local_path
 from pipeline.shards import named, part_intact
 from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, rejects_name
@@ -135,7 +135,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         from pipeline.remote import tokenize_to_url
         return tokenize_to_url(recipe, str(output or recipe.output.dir), num_workers=num_workers,
                                overwrite=overwrite, show_progress=show_progress, console=console)
-    out = Path(output or recipe.output.dir)
+    out = Path(local_path(str(output or recipe.output.dir)))  # file:///x is /x (was a directory named "file:")
     if (num_workers or recipe.resolved_num_workers()) > 1:
         warm_forkserver(recipe)
     spec = load_tokenizer(recipe.tokenizer)

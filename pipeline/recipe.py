@@ -391,7 +391,11 @@ class SourceConfig:
                 files.extend(matches)
                 continue
             matches = []
-            for m in sorted(glob.glob(os.path.expanduser(local), recursive=True)):
+            literal = os.path.expanduser(local)
+            # a file named with glob characters ("data[1].jsonl") is that file: as a pattern it matched
+            # nothing, or another file ("data1.jsonl"), read silently in its place
+            exact = any(c in literal for c in "*?[") and os.path.isfile(literal)
+            for m in [literal] if exact else sorted(glob.glob(literal, recursive=True)):
                 try:
                     st = os.stat(m)
                 except OSError:  # vanished since the listing, or a broken link: not a file
@@ -441,6 +445,8 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
     import fsspec
     try:
         fs, pattern = fsspec.core.url_to_fs(url, **storage_options)
+        if fs.isfile(pattern):  # an object named with glob characters is that object (see expand_files)
+            return [url]
         matches = sorted(m for m in fs.glob(pattern) if fs.isfile(m))
     except Exception as e:  # network, credentials, unsupported listing (https)
         raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "

@@ -350,6 +350,21 @@ def test_glob_and_list_of_paths_keep_order(tmp_path, demo_tokenizer):
     assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
 
 
+def test_a_file_named_with_glob_characters_is_that_file_and_file_urls_name_local_paths(tmp_path, demo_tokenizer):
+    """"data[1].jsonl" was a pattern: it matched nothing, or "data1.jsonl" beside it, read silently in
+    its place; an output `file:///x` went to a directory named "file:" under the current one."""
+    texts = demo_texts(60)
+    named = write_jsonl(tmp_path / "d" / "data[1].jsonl", texts[:30])
+    write_jsonl(tmp_path / "d" / "data1.jsonl", texts[30:])  # what the pattern matches
+    out = tokenize(tmp_path, named, demo_tokenizer, tmp_path / "o", output__val_fraction=0.0)
+    assert decoded_docs(out, demo_tokenizer) == [t for t in texts[:30] if t]
+    url_out = tmp_path / "u"
+    tokenize(tmp_path, f"file://{named}", demo_tokenizer, url_out, output__val_fraction=0.0,
+             output__dir=f"file://{url_out}")
+    assert decoded_docs(url_out, demo_tokenizer) == [t for t in texts[:30] if t]
+    assert not (Path.cwd() / "file:").exists()
+
+
 def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
     texts = demo_texts(50)
     corpus = write_jsonl(tmp_path / "c.jsonl", texts)
