@@ -75,7 +75,7 @@ def _fingerprint(recipe_dict: dict, tokenizer_sha: str, units: list[WorkUnit]) -
     return hashlib.sha256(blob).hexdigest()
 
 
-def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool) -> Manifest | None:
+def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, tokenizer_sha: str) -> Manifest | None:
     """Returns the existing manifest when the same dataset is already complete."""
     if (out / MANIFEST_NAME).exists():
         if overwrite:
@@ -85,6 +85,11 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool) 
         if existing.recipe != content:
             raise PrepError(f"{out}: already holds a dataset made from a different recipe; choose another "
                             "--output, or pass --overwrite to replace it")
+        made_with = existing.tokenizer.get("sha256")
+        if made_with and made_with != tokenizer_sha:  # the same path, another file: as an unfinished run is
+            raise PrepError(f"{out}: already holds a dataset made with another tokenizer at "
+                            f"{existing.tokenizer.get('name')} (sha256 {made_with[:12]}... then, {tokenizer_sha[:12]}... "
+                            "now); pass --overwrite to rebuild it with this one, or choose another --output")
         state.cleanup()
         return existing
     if overwrite:
@@ -156,7 +161,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     except OSError as e:  # a read-only or missing parent, a file on the way, no permission
         raise PrepError(f"output.dir: cannot create {out} ({e.strerror}); choose another --output") from None
     with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
-        existing = _prepare_output(out, state, content, overwrite)
+        existing = _prepare_output(out, state, content, overwrite, spec.sha256)
         if existing is not None:
             _refuse_damaged(out)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True)

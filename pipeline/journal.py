@@ -23,6 +23,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
+
 from pipeline import faults
 from pipeline.errors import PrepError
 from pipeline.manifest import write_json_atomic
@@ -141,8 +143,9 @@ class RunState:
         """Open (or create) the journal for this plan; returns finished unit results by index.
         `self.plan` is then what plan.json holds: an interrupted run's `describe`, or this one's."""
         try:
-            old = json.loads(self.plan_path.read_text()) if self.plan_path.exists() else None
-        except (OSError, ValueError):  # unreadable: nothing in this run state can be trusted
+            old = orjson.loads(self.plan_path.read_bytes()) if self.plan_path.exists() else None
+        except (OSError, ValueError):  # unreadable: nothing in this run state can be trusted (orjson's
+            # JSONDecodeError is a ValueError)
             self.plan_path.unlink()
             old = None
         if old is not None:
@@ -155,7 +158,7 @@ class RunState:
             self.reset()
             self.dir.mkdir(parents=True, exist_ok=True)
             self.plan = {"fingerprint": fingerprint, **describe}
-            write_json_atomic(self.plan_path, self.plan)
+            write_json_atomic(self.plan_path, self.plan, compact=True)
         done: dict[int, dict] = {}
         placed: dict[str, dict[int, dict]] = {}
         if self.journal_path.exists():
@@ -185,7 +188,7 @@ class RunState:
     def update_plan(self, **fields) -> None:
         """Rewrite plan.json with `fields` changed (atomically: a crash leaves the old or the new)."""
         self.plan = {**self.plan, **fields}
-        write_json_atomic(self.plan_path, self.plan)
+        write_json_atomic(self.plan_path, self.plan, compact=True)
 
     def record(self, result: dict) -> None:
         with self._append_lock:

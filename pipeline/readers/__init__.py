@@ -20,12 +20,13 @@ and `iter_batches(unit, source, bad, batch_docs) -> Iterator[DocBatch]` (worker)
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import replace
 
 from pipeline.errors import PrepError
 from pipeline.readers import base
 from pipeline.readers.base import BadRecords, DocBatch, WorkUnit
-from pipeline.recipe import Recipe
+from pipeline.recipe import Recipe, is_url, local_path
 
 __all__ = ["get_reader", "plan_units", "auto_unit_bytes", "group_small_files", "WorkUnit", "DocBatch", "BadRecords",
            "READER_MODULES"]
@@ -93,7 +94,7 @@ def _input_files(recipe: Recipe, units: list[WorkUnit]) -> dict[str, list]:
 
 def _plan_units(recipe: Recipe, num_workers: int | None) -> list[WorkUnit]:
     workers = num_workers or recipe.resolved_num_workers()
-    sources = [(si, source, get_reader(source.resolved_format()), _files(source))
+    sources = [(si, source, get_reader(source.resolved_format()), _files(source, recipe.output.dir))
                for si, source in enumerate(recipe.sources)]
     unit_bytes, planned = recipe.unit_bytes, {}
     if unit_bytes == "auto":
@@ -165,5 +166,25 @@ def group_small_files(units: list[WorkUnit], unit_bytes: int) -> list[WorkUnit]:
     return out
 
 
-def _files(source) -> list[str]:
-    return source.paths() if source.resolved_format() == "hf" else source.expand_files(base.planning_sizes())
+def _files(source, output_dir: str) -> list[str]:
+    """The source's files, less any inside the output directory: a dataset written into the directory
+    it reads (`source.path: data`, `output.dir: data/out`) was read back by the next run, its
+    manifest.json and rejects.jsonl as JSON input, and `--overwrite` then died deleting them."""
+    if source.resolved_format() == "hf":
+        return source.paths()
+    files = source.expand_files(base.planning_sizes())
+    if is_url(output_dir):
+        return files
+    out = os.path.join(os.path.abspath(local_path(output_dir)), "")
+    # only a source whose fixed part (before any glob character) holds the output can list a file in it:
+    # no abspath per file otherwise (100,000 files)
+    if not any(out.startswith(os.path.join(os.path.abspath(_fixed_part(p)), "")) for p in source.paths() if not is_url(p)):
+        return files
+    return [f for f in files if not os.path.abspath(local_path(f)).startswith(out)]
+
+
+def _fixed_part(path: str) -> str:
+    """The directory a local path or glob lists from: up to its first glob character."""
+    path = os.path.expanduser(local_path(path))
+    cut = min((i for i in map(path.find, "*?[") if i >= 0), default=-1)
+    return os.path.dirname(path[:cut]) if cut >= 0 else path

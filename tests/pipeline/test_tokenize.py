@@ -136,6 +136,26 @@ def test_rerun_on_complete_dataset_is_a_no_op_and_other_recipe_refused(tmp_path,
     assert code == 0 and read_manifest(out).recipe["output"]["seed"] == 8
 
 
+def test_a_complete_dataset_whose_tokenizer_file_changed_is_refused_not_complete(tmp_path, demo_tokenizer):
+    """The same recipe, its tokenizer.json edited in place: "already complete" before (an unfinished
+    run was refused for the same change), and `prep inspect` then refused to decode the dataset."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(100))
+    tok = tmp_path / "tok.json"
+    d = json.loads(demo_tokenizer.read_text())
+    tok.write_text(json.dumps(d))
+    out = tokenize(tmp_path, corpus, tok, tmp_path / "out")
+    made_with = read_manifest(out).tokenizer["sha256"]
+    vocab = d["model"]["vocab"]
+    a, b = (k for k, v in vocab.items() if v in (301, 302))
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # two ids swapped
+    tok.write_text(json.dumps(d))
+    code, output = run_cli("--recipe", tmp_path / "r_out.yaml")
+    assert code == 1 and "already holds a dataset made with another tokenizer at" in output and "--overwrite" in output
+    code, output = run_cli("--recipe", tmp_path / "r_out.yaml", "--overwrite")
+    assert code == 0, output
+    assert read_manifest(out).tokenizer["sha256"] != made_with
+
+
 def test_overwrite_deletes_the_old_output_while_units_run(tmp_path, demo_tokenizer, monkeypatch):
     """--overwrite renames the old files into .prep/trash and deletes them on a thread that the run
     joins at the end: the run starts without waiting, and nothing of the old output (nor the trash of
@@ -363,6 +383,27 @@ def test_a_file_named_with_glob_characters_is_that_file_and_file_urls_name_local
              output__dir=f"file://{url_out}")
     assert decoded_docs(url_out, demo_tokenizer) == [t for t in texts[:30] if t]
     assert not (Path.cwd() / "file:").exists()
+
+
+@pytest.mark.parametrize("given", ["dir", "glob"])
+def test_an_output_inside_the_source_directory_is_not_read_back(tmp_path, demo_tokenizer, given):
+    """The second run read the first's manifest.json and rejects.jsonl as JSON input (its plan
+    changed), and --overwrite died with a traceback deleting them."""
+    texts = demo_texts(40)
+    d = tmp_path / "data"
+    write_jsonl(d / "a.jsonl", texts[:20])
+    write_jsonl(d / "b.jsonl", texts[20:])
+    (d / "a.jsonl").write_text((d / "a.jsonl").read_text() + "not json\n")  # a reject: rejects.jsonl
+    source = d if given == "dir" else d / "**" / "*.json*"
+    out = tokenize(tmp_path, source, demo_tokenizer, d / "out", output__val_fraction=0.0)
+    assert (out / "rejects.jsonl").exists()
+    first = decoded_docs(out, demo_tokenizer)
+    recipe = tmp_path / "r_out.yaml"
+    code, output = run_cli("--recipe", recipe, "--num-workers", 1)
+    assert code == 0 and "already complete" in output, output
+    code, output = run_cli("--recipe", recipe, "--num-workers", 1, "--overwrite")
+    assert code == 0, output
+    assert decoded_docs(out, demo_tokenizer) == first == [t for t in texts if t]
 
 
 def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
