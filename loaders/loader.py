@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -106,6 +107,11 @@ class MemmapLoader:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise PrepError(f"device={device!r} but CUDA is not available; use device='cpu'")
         self.pin = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
+        if self.pin and not torch.cuda.is_available():
+            # as torch's DataLoader does (it warns and does not pin): with num_workers 0 the batch was
+            # allocated pinned here, and torch raised "no pinned memory allocator" on a CPU-only machine
+            warnings.warn("pin_memory=True, but no CUDA device is available: batches are not pinned", stacklevel=2)
+            self.pin = False
         if cache_dir is False:
             cache = ArrayCache(None)
         elif cache_dir is None or cache_dir is True:
@@ -117,6 +123,8 @@ class MemmapLoader:
         self.plan = EpochPlan([Source(s, self.config, cache) for s in shards], [w for _, w in specs],
                               self.config, self.world_size, cache)
         self.num_workers = int(num_workers)
+        if self.num_workers < 0:
+            raise PrepError(f"num_workers must be >= 0, got {num_workers}")
         self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers) and self.num_workers > 0,
                            "multiprocessing_context": multiprocessing_context if self.num_workers > 0 else None}
         if self.num_workers > 0:

@@ -84,10 +84,16 @@ class LoaderConfig:
             raise PrepError(f"packing must be 'bfd' or 'concat', got {self.packing!r}")
         if self.long_docs not in ("split", "truncate"):
             raise PrepError(f"long_docs must be 'split' or 'truncate', got {self.long_docs!r}")
+        if self.samples_per_epoch is not None and self.samples_per_epoch < 1:
+            raise PrepError(f"samples_per_epoch must be >= 1 (or None: every sample once), got {self.samples_per_epoch}")
         if self.pad_multiple < 1:
             raise PrepError(f"pad_multiple must be >= 1, got {self.pad_multiple}")
-        if self.max_tokens is not None and self.max_tokens < min(self.seq_len, self.pad_multiple):
-            raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of {self.seq_len} tokens")
+        # a row is padded up to seq_len at most, so a budget under seq_len cannot hold the widest one; it
+        # was checked against min(seq_len, pad_multiple), and one-row batches then broke the budget
+        # (seq_len 128, max_tokens 64: 1,480 of 1,890 batches over it)
+        if self.max_tokens is not None and self.max_tokens < self.seq_len:
+            raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of seq_len={self.seq_len} tokens (a "
+                            "row is padded up to seq_len); raise max_tokens to at least seq_len, or lower seq_len")
 
     def order_inputs(self) -> dict:
         """The fields every sample order depends on (not batch_size/drop_last/split names)."""

@@ -84,12 +84,12 @@ def verify(
 def bench_loader(
     directory: Path = typer.Argument(..., help="Dataset directory written by `prep tokenize`."),
     modes: list[str] = typer.Option(["windows", "packed", "grouped"], "--mode", help="Loader mode(s) to measure (repeatable)."),
-    workers: list[int] = typer.Option([0, 2], "--workers", help="DataLoader worker counts to measure (repeatable)."),
+    workers: list[int] = typer.Option([0, 2], "--workers", min=0, help="DataLoader worker counts to measure (repeatable)."),
     split: str = typer.Option("train", help="Split to read."),
-    batch_size: int = typer.Option(8, help="Rows per batch."),
+    batch_size: int = typer.Option(8, min=1, help="Rows per batch."),
     seq_len: int = typer.Option(1024, help="Tokens per row."),
-    num_batches: int = typer.Option(200, help="Batches timed per row."),
-    step_ms: float = typer.Option(0.0, help="Simulated training step (ms) to measure the data-wait share; 0 = none."),
+    num_batches: int = typer.Option(200, min=1, help="Batches timed per row."),
+    step_ms: float = typer.Option(0.0, min=0.0, help="Simulated training step (ms) to measure the data-wait share; 0 = none."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
 ) -> None:
     """Measure loader overhead: batches/s, tokens/s, time to first batch, packed fill, grouped padding,

@@ -55,6 +55,32 @@ def test_cuda_device_without_cuda(dataset):
         MemmapLoader(dataset, batch_size=2, seq_len=32, device="cuda")
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pin_memory_without_cuda_warns_and_gives_the_same_batches(dataset, workers):
+    """As torch's DataLoader does; with 0 workers the batch was allocated pinned and torch raised
+    "no pinned memory allocator" (2 workers only warned)."""
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    args = dict(batch_size=2, seq_len=32, seed=3)
+    with pytest.warns(UserWarning, match="no CUDA device is available: batches are not pinned"):
+        loader = MemmapLoader(dataset, num_workers=workers, pin_memory=True, **args)
+    got = collect(loader, limit=3)
+    want = collect(MemmapLoader(dataset, **args), limit=3)
+    assert len(got) == 3 and all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"mode": "grouped", "pad_multiple": 8, "max_tokens": 16}, "max_tokens=16 cannot hold one row of seq_len=32"),
+    ({"samples_per_epoch": 0}, "samples_per_epoch must be >= 1"),
+    ({"num_workers": -1}, "num_workers must be >= 0"),
+])
+def test_arguments_that_cannot_work_are_refused_at_construction(dataset, kw, match):
+    """max_tokens under seq_len was taken, and one-row batches then broke the budget; the other two
+    failed on the first batch, with torch's error or advice that did not apply."""
+    with pytest.raises(PrepError, match=match):
+        MemmapLoader(dataset, batch_size=2, seq_len=32, **kw)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("workers", [0, 2])

@@ -52,3 +52,12 @@ def test_bench_loader_without_torch_says_how_to_install_it(tmp_path, demo_tokeni
     assert result.exit_code == 1
     assert "PyTorch, which is not installed here" in result.output and "torch>=2.4" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, name", [(["--workers", "-1"], "--workers"), (["--step-ms", "-5"], "--step-ms"),
+                                        (["--num-batches", "0"], "--num-batches")])
+def test_bench_loader_refuses_values_that_cannot_be_measured(tmp_path, args, name):
+    """A traceback (torch's num_workers check, time.sleep of a negative time) or a table of zeros, exit 0."""
+    (tmp_path / "manifest.json").write_text("{}")
+    result = runner.invoke(app, ["bench-loader", str(tmp_path), *args])
+    assert result.exit_code == 2 and f"Invalid value for '{name}'" in result.output
