@@ -23,6 +23,7 @@ from __future__ import annotations
 from pipeline.errors import PrepError, SchemaError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
+from pipeline.worker import unit_of_part
 
 __all__ = ["accept", "note_stop"]
 
@@ -71,7 +72,7 @@ def _forget(state: RunState, results: dict[int, dict], redo: set[int]) -> None:
     for i in redo:
         del results[i]
     for entries in state.placed.values():
-        keep = next((k for k, e in enumerate(entries) if any(int(name[1:8]) >= first for name in e["parts"])),
+        keep = next((k for k, e in enumerate(entries) if any(unit_of_part(name) >= first for name in e["parts"])),
                     len(entries))
         del entries[keep:]
 
@@ -89,14 +90,14 @@ def _differs(was: list, now: list) -> bool:
 
 
 def _refusal(state: RunState, path: str, was: list, now: list, done: int, total: int) -> str:
+    fix = "put the old file back to resume, or re-run with --overwrite to start over"
     if was[0] != now[0]:
         what = f"{was[0]:,} bytes then, {now[0]:,} now"
     else:
         what = "rewritten at the same size"
-    fix = "put the old file back to resume, or re-run with --overwrite to start over"
-    if isinstance(was[1], int) and was[0] == now[0]:  # a local mtime: copied again or touched, maybe unchanged
-        fix += (f"; if its contents are the same (copied again, touched), set its old time back with "
-                f"touch -d @{was[1] // 10**9}.{was[1] % 10**9:09d} '{path}' and re-run")
+        if isinstance(was[1], int):  # a local mtime: copied again or touched, maybe unchanged
+            fix += (f"; if its contents are the same (copied again, touched), set its old time back with "
+                    f"touch -d @{was[1] // 10**9}.{was[1] % 10**9:09d} '{path}' and re-run")
     return (f"{path}: changed since the unfinished run in {state.out} read it ({what}); {done} of its "
             f"{total} unit(s) are done from the old contents, and resuming would mix old and new documents: "
             f"{fix}")

@@ -67,9 +67,19 @@ def val_mask(seed: int, source: int, file_index: int | np.ndarray, positions: np
     return (h >> np.uint64(11)) < np.uint64(int(val_fraction * (1 << 53)))
 
 
+def part_prefix(unit_index: int) -> str:
+    """What a unit's part shards are named from (u0000003-0000, ...), and its rejects file."""
+    return f"u{unit_index:07d}"
+
+
+def unit_of_part(name: str) -> int:
+    """The unit a part shard's name comes from (part_prefix)."""
+    return int(name[1:8])
+
+
 def rejects_name(unit_index: int) -> str:
     """A unit's rejected records, under DIR/.prep/rejects/."""
-    return f"u{unit_index:07d}.jsonl"
+    return f"{part_prefix(unit_index)}.jsonl"
 
 
 @dataclass
@@ -101,7 +111,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
     out = recipe.output
     source = recipe.sources[unit.source]
     bad = BadRecords(unit, recipe.on_bad_record)
-    prefix = f"u{unit.index:07d}"
+    prefix = part_prefix(unit.index)
     # no sha256 here: pipeline.assemble hashes each final shard while placing it (once per byte);
     # no fsync either: the crc32s in the journal entry let a resumed run check the parts instead
     writers = {s: RollingShardWriter(ctx.parts_dir / s, prefix, dtype, out.shard_tokens, checksum=False,
