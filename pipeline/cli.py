@@ -112,14 +112,19 @@ def bench_loader(
 @user_errors
 def inspect(
     directory: Path = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
-    docs: int = typer.Option(0, "--docs", "-n", help="Also decode and print the first N documents of --split."),
+    docs: int = typer.Option(0, "--docs", "-n", min=0, help="Also decode and print the first N documents of --split."),
     split: str = typer.Option("train", help="Split whose documents --docs prints."),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="tokenizer.json to decode --docs with, when the path the manifest names (as "
+        "given to `prep tokenize`) does not resolve from here; its sha256 must match the manifest's."),
 ) -> None:
     """Summarize a dataset from its manifest (splits, shards, tokens, tokenizer, skipped records);
-    optionally decode the first documents with the tokenizer the recipe names."""
-    import numpy as np
+    optionally decode the first documents with the tokenizer the recipe names.
 
-    from pipeline.manifest import read_idx, read_manifest
+    Files the manifest lists are checked for presence and size (a stat each; `prep verify` checks
+    everything): a damaged dataset exits 1 after its summary, naming the damage, and --docs prints nothing."""
+    from pipeline.manifest import read_manifest
+    from pipeline.verify import check_dataset
 
     m = read_manifest(directory)
     t = m.tokenizer
@@ -138,21 +143,43 @@ def inspect(
         out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items()), markup=False)
     if m.failed_units:
         out.print(f"failed units: {len(m.failed_units)} (see manifest.json failed_units)", markup=False)
-    if docs <= 0:
-        return
-    if split not in m.splits:
-        raise PrepError(f"--split {split}: the dataset has splits {', '.join(m.splits)}")
+    problems = check_dataset(directory, quick=True)
+    if problems:  # decoding a cut .bin would print other documents' tokens as if they were these
+        shown = "\n  ".join(problems[:5]) + (f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise PrepError(f"{directory} is damaged:\n  {shown}\n`prep verify {directory}` checks it in full; "
+                        "restore the files, or rebuild it with `prep tokenize --overwrite`")
+    if docs > 0:
+        _print_docs(directory, m, split, docs, tokenizer)
+
+
+def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None) -> None:
+    import numpy as np
+
+    from pipeline.manifest import read_idx
     from pipeline.recipe import TokenizerConfig
     from pipeline.tokenizers import load_tokenizer
 
-    spec = load_tokenizer(TokenizerConfig(path=t["name"], boundary=t.get("boundary", "eos"), backend="hf"))
+    if split not in m.splits:
+        raise PrepError(f"--split {split}: the dataset has splits {', '.join(m.splits)}")
+    t = m.tokenizer
+    path = tokenizer or t["name"]
+    try:
+        spec = load_tokenizer(TokenizerConfig(path=path, boundary=t.get("boundary", "eos"), backend="hf"))
+    except PrepError as e:
+        if tokenizer:
+            raise
+        raise PrepError(f"{e}\nThe dataset names its tokenizer as it was given to `prep tokenize`; from here, "
+                        "pass its tokenizer.json with --tokenizer PATH") from None
     if spec.sha256 != t.get("sha256"):
-        raise PrepError(f"{t['name']}: this tokenizer's sha256 differs from the one that made the dataset")
+        raise PrepError(f"{path}: this tokenizer's sha256 {spec.sha256[:12]} differs from the "
+                        f"{str(t.get('sha256'))[:12]} that made the dataset")
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(spec.definition)
     shown = 0
     for shard in m.splits[split].shards:
+        if shard.num_tokens == 0:  # numpy cannot map an empty file
+            continue
         _, lengths, pointers = read_idx(directory / split / f"{shard.name}.idx")
         data = np.memmap(directory / split / f"{shard.name}.bin", dtype=m.np_dtype, mode="r")
         for n, p in zip(lengths[: docs - shown], pointers[: docs - shown]):

@@ -197,21 +197,32 @@ class Manifest:
         if version != FORMAT_VERSION:
             raise PrepError(f"{where}: format_version {version!r}; this prep reads version {FORMAT_VERSION} "
                             "(upgrade prep, or re-tokenize with this version)")
+        def count(v, what: str) -> int:  # int(123.5) and int("7") would pass a hand-edited manifest
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise PrepError(f"{where}: {what} is {v!r}, not a whole number")
+            return v
+
         try:
             splits = {
-                name: SplitInfo(int(s["num_docs"]), int(s["num_tokens"]),
-                                tuple(ShardInfo(str(x["name"]), int(x["num_docs"]), int(x["num_tokens"]),
+                name: SplitInfo(count(s["num_docs"], f"split {name!r} num_docs"),
+                                count(s["num_tokens"], f"split {name!r} num_tokens"),
+                                tuple(ShardInfo(str(x["name"]), count(x["num_docs"], f"shard {x['name']!r} num_docs"),
+                                                count(x["num_tokens"], f"shard {x['name']!r} num_tokens"),
                                                 str(x["sha256"])) for x in s["shards"]))
                 for name, s in d["splits"].items()
             }
             dtype = str(d["dtype"])
             if np.dtype(dtype) not in DTYPE_CODES:
                 raise PrepError(f"{where}: dtype {dtype!r} is not uint16 or int32")
-            return cls(dtype=dtype, vocab_size=int(d["vocab_size"]), tokenizer=dict(d["tokenizer"]),
+            return cls(dtype=dtype, vocab_size=count(d["vocab_size"], "vocab_size"), tokenizer=dict(d["tokenizer"]),
                        splits=splits, skipped=dict(d.get("skipped", {})), recipe=dict(d.get("recipe", {})),
                        created_by=str(d.get("created_by", "")), failed_units=tuple(d.get("failed_units", ())))
+        except PrepError:
+            raise
         except (KeyError, TypeError) as e:
             raise PrepError(f"{where}: malformed manifest, missing or bad field {e}") from None
+        except (ValueError, AttributeError) as e:  # np.dtype("x"), dict("ab"), a list where an object belongs
+            raise PrepError(f"{where}: malformed manifest ({e})") from None
 
 
 def write_json_atomic(path: str | os.PathLike, obj, compact: bool = False) -> None:
@@ -249,12 +260,17 @@ def write_manifest(root: str | os.PathLike, manifest: Manifest) -> None:
 
 
 def read_manifest(root: str | os.PathLike) -> Manifest:
+    """The manifest at `root`; PrepError (one line naming the file) for anything but a sound one."""
     path = Path(root) / MANIFEST_NAME
     if not path.exists():
         raise PrepError(f"{root}: no {MANIFEST_NAME}; the dataset is missing or incomplete "
                         f"(finish it with `prep tokenize`)")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        data = json.loads(path.read_bytes())
+    except OSError as e:  # a directory in its place, no permission
+        raise PrepError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
         raise PrepError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise PrepError(f"{path}: not a JSON object (a manifest is one)")
     return Manifest.from_dict(data, where=str(path))

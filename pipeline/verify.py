@@ -21,7 +21,6 @@ problems, each group in manifest order.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -39,6 +38,7 @@ from pipeline.manifest import (
     ShardInfo,
     idx_bytes,
     read_idx_header,
+    read_manifest,
     shard_paths,
 )
 
@@ -127,26 +127,16 @@ class _Shard:
 
 def _load_manifest(root: Path, report: VerifyReport) -> Manifest | None:
     path = root / MANIFEST_NAME
-    if not path.is_file():
+    if not path.exists():
         unfinished = (root / ".prep" / "journal.jsonl").exists() or (root / ".prep" / "plan.json").exists()
         report.problems.append(f"{path}: missing; " + (
             "an unfinished `prep tokenize` run is here: re-run the same command to finish it" if unfinished
             else "this is not a complete prep dataset"))
         return None
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        report.problems.append(f"{path}: not valid JSON ({e})")
-        return None
-    if not isinstance(data, dict):
-        report.problems.append(f"{path}: not a JSON object")
-        return None
-    try:
-        return Manifest.from_dict(data, where=str(path))
+        return read_manifest(root)
     except PrepError as e:
         report.problems.append(str(e))
-    except (ValueError, AttributeError) as e:
-        report.problems.append(f"{path}: malformed manifest ({e})")
     return None
 
 

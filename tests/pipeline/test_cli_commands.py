@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -32,6 +34,44 @@ def test_inspect_prints_splits_and_decodes_documents(tmp_path, demo_tokenizer):
 def test_inspect_missing_dataset_is_one_line(tmp_path):
     result = runner.invoke(app, ["inspect", str(tmp_path)])
     assert result.exit_code == 1 and "no manifest.json" in result.output
+
+
+def test_inspect_decodes_with_a_tokenizer_given_where_the_recorded_path_does_not_resolve(
+        tmp_path, demo_tokenizer, monkeypatch):
+    out, texts = make_dataset(tmp_path, demo_tokenizer)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["tokenizer"]["name"] = "tok/tokenizer.json"  # as given, relative, to `prep tokenize`
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["inspect", str(out), "--docs", "1"])
+    assert result.exit_code == 1 and "--tokenizer PATH" in result.output
+    result = runner.invoke(app, ["inspect", str(out), "--docs", "1", "--tokenizer", str(demo_tokenizer)])
+    assert result.exit_code == 0, result.output
+    assert texts[0] in result.output
+
+
+def _cut(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda out: _cut(out / "train" / "shard-000000.bin"), "truncated"),
+    (lambda out: (out / "train" / "shard-000000.bin").write_bytes(b""), "truncated"),
+    (lambda out: (out / "train" / "shard-000000.idx").unlink(), "missing"),
+    (lambda out: (out / "manifest.json").write_text("[]"), "not a JSON object"),
+    (lambda out: (out / "manifest.json").write_bytes(b"\xff\xfe{"), "not valid JSON"),
+])
+def test_inspect_of_a_damaged_dataset_names_the_damage_and_prints_no_documents(
+        tmp_path, demo_tokenizer, damage, fragment):
+    out, texts = make_dataset(tmp_path, demo_tokenizer)
+    damage(out)
+    result = runner.invoke(app, ["inspect", str(out), "--docs", "2"])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # one line, not a traceback
+    assert fragment in result.output
+    assert "--- train/" not in result.output  # a cut .bin once printed other documents' tokens, exit 0
 
 
 def test_bench_loader_reports_each_mode(tmp_path, demo_tokenizer):

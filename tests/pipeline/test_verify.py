@@ -141,6 +141,23 @@ def test_manifest_missing_field(ds):
     only(problems(ds), ds / "manifest.json", "malformed manifest", "splits")
 
 
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda m: m.write_text("[]"), "not a JSON object"),
+    (lambda m: m.write_bytes(b"\xff\xfe\x00{"), "not valid JSON"),
+    (lambda m: (m.unlink(), m.mkdir()), "cannot be read"),
+])
+def test_manifest_of_another_shape_is_one_problem(ds, damage, fragment):
+    damage(ds / "manifest.json")
+    only(problems(ds, "sizes"), ds / "manifest.json", fragment)
+
+
+@pytest.mark.parametrize("value", [123.5, "7", True, None])
+def test_counts_that_are_not_whole_numbers_are_refused(ds, value):
+    # int(123.5) == 123 and int("7") == 7 once let a hand-edited manifest through
+    edit_manifest(ds, lambda d: d["splits"]["train"]["shards"][0].update(num_docs=value))
+    only(problems(ds, "sizes"), ds / "manifest.json", "num_docs", "not a whole number")
+
+
 def test_split_totals_disagree_with_shards(ds):
     edit_manifest(ds, lambda d: d["splits"]["train"].update(num_docs=d["splits"]["train"]["num_docs"] + 1))
     only(problems(ds, "sizes"), ds / "manifest.json", "split 'train' says")
