@@ -98,9 +98,12 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, 
 
 
 def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
-    """Never write into a non-empty directory that no prep run created (before the lock makes .prep)."""
-    if (not overwrite and out.is_dir() and not state.dir.exists() and not (out / MANIFEST_NAME).exists()
-            and any(out.iterdir())):
+    """Never write into a non-empty directory that no prep run created (before the lock makes .prep).
+    A run is known by its manifest, plan or journal: a bare `.prep/` (another tool's, or a run killed
+    before its plan) does not make the files beside it ours."""
+    ours = (out / MANIFEST_NAME).exists() or state.plan_path.exists() or state.journal_path.exists()
+    if (not overwrite and not ours and out.is_dir()
+            and any(child.name != state.dir.name for child in out.iterdir())):
         raise PrepError(f"{out}: exists, is not empty and is not a prep output; choose another --output, "
                         "or pass --overwrite to replace its contents")
 

@@ -195,14 +195,28 @@ def test_overwrite_deletes_the_old_output_while_units_run(tmp_path, demo_tokeniz
     assert {p.name for p in (out / "train").iterdir()} == {f"{x.name}.{e}" for x in shards for e in ("bin", "idx")}
 
 
-def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer):
+@pytest.mark.parametrize("with_bare_state_dir", [False, True])
+def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer, with_bare_state_dir):
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "precious.txt").write_text("keep me")
+    if with_bare_state_dir:  # another tool's .prep/, or one left by a run killed before its plan
+        (tmp_path / "out" / ".prep").mkdir()
     recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
     code, output = run_cli("--recipe", recipe)
     assert code == 1 and "not a prep output" in output
     assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
+    assert {p.name for p in (tmp_path / "out").iterdir()} <= {"precious.txt", ".prep"}
+
+
+def test_a_run_killed_before_its_plan_leaves_an_output_that_a_rerun_takes(tmp_path, demo_tokenizer):
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
+    (tmp_path / "out" / ".prep").mkdir(parents=True)
+    (tmp_path / "out" / ".prep" / "lock").write_text("")
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    code, output = run_cli("--recipe", recipe)
+    assert code == 0, output
+    assert read_manifest(tmp_path / "out").splits["train"].num_docs > 0
 
 
 def test_an_output_dir_that_cannot_be_made_or_written_is_one_line(tmp_path, demo_tokenizer, monkeypatch):
