@@ -51,7 +51,7 @@ def test_resume_keeps_journaled_shards_untouched(tmp_path, recipe, reference):
         assert (now.st_ino, now.st_mtime_ns) == (st.st_ino, st.st_mtime_ns), name  # kept, not rebuilt
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate"])
+@pytest.mark.parametrize("damage", ["delete", "truncate", "flip", "idx-lengths"])
 def test_journaled_shard_damaged_before_resume_is_rebuilt(tmp_path, recipe, reference, damage):
     out = tmp_path / "out"
     assert run_prep(recipe, out, fault="journal:7").returncode == -signal.SIGKILL
@@ -60,9 +60,21 @@ def test_journaled_shard_damaged_before_resume_is_rebuilt(tmp_path, recipe, refe
     victim = out / "train" / f"{placed[0]['name']}.bin"
     if damage == "delete":
         victim.unlink()
-    else:
+    elif damage == "truncate":
         with open(victim, "r+b") as f:  # (a hard link of nothing else now: its part was deleted)
             f.truncate(victim.stat().st_size - 2)
+    elif damage == "flip":  # same size: once kept by a size check, then a manifest sha256 it failed
+        with open(victim, "r+b") as f:
+            f.seek(10)
+            byte = f.read(1)
+            f.seek(10)
+            f.write(bytes([byte[0] ^ 0x40]))
+    else:  # the first two documents' lengths swapped: same size, same total
+        idx = victim.with_suffix(".idx")
+        data = bytearray(idx.read_bytes())
+        data[34:38], data[38:42] = data[38:42], data[34:38]
+        assert data != idx.read_bytes()  # guard: two documents of different lengths
+        idx.write_bytes(bytes(data))
     rerun = run_prep(recipe, out)
     assert rerun.returncode == 0, rerun.stderr
     assert "0/7 units" not in rerun.stdout  # the units it was built from were redone
