@@ -24,7 +24,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .loader import MemmapLoader
+from pipeline.errors import PrepError
+
+from .loader import MemmapLoader, TooSmallForABatch
 
 __all__ = ["run_loader_bench", "format_table", "private_memory_bytes", "memory_breakdown"]
 
@@ -65,7 +67,12 @@ def _first_batch(path, mode: str, workers: int, cache_dir, **kw) -> tuple[Memmap
     t0 = time.perf_counter()
     loader = MemmapLoader(path, mode=mode, num_workers=workers, cache_dir=cache_dir, **kw)
     it = iter(loader)
-    next(it)
+    try:
+        next(it)
+    except TooSmallForABatch as e:  # the loader's advice names drop_last, which this command has not
+        loader.close()
+        raise PrepError(f"--mode {mode}: the split has {e.units} {e.unit}, fewer than one batch of {e.step}; "
+                        "lower --batch-size or --seq-len, or bench a larger dataset") from None
     if loader.device.type == "cuda":
         torch.cuda.synchronize(loader.device)
     return loader, it, time.perf_counter() - t0

@@ -31,10 +31,18 @@ from .plan import EpochPlan, LoaderConfig, Source
 from .prefetch import Prefetcher
 from .shards import TokenShards
 
-__all__ = ["MemmapLoader", "STATE_VERSION"]
+__all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
 
 STATE_VERSION = 1
 PathLike = str | os.PathLike
+
+
+class TooSmallForABatch(PrepError):
+    """An epoch holds fewer units than one global batch: with drop_last it would yield nothing."""
+
+    def __init__(self, units: int, unit: str, step: int, advice: str = "lower batch_size, or pass drop_last=False"):
+        super().__init__(f"an epoch has {units} {unit}, fewer than one global batch of {step}; {advice}")
+        self.units, self.unit, self.step = units, unit, step
 
 
 class _RankBatches(Dataset):
@@ -157,8 +165,7 @@ class MemmapLoader:
             starts = self.plan.batch_starts(self.epoch, 0)
         epoch, n_units, step = self.epoch, self.plan.num_units(self.epoch), self.plan.units_per_step()
         if not self.plan.num_batches(epoch):
-            raise PrepError(f"an epoch has {n_units} {self.state_dict()['unit']}, fewer than one global batch "
-                            f"of {step}; lower batch_size, or pass drop_last=False")
+            raise TooSmallForABatch(n_units, self.state_dict()["unit"], step)
         self.plan.prepare(epoch)  # build cached arrays here, once, before any worker starts
         self._sampler.epoch, self._sampler.starts = epoch, starts
         for start, batch in zip(starts, self._prefetcher(iter(self._get_dataloader()))):

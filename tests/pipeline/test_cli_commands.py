@@ -83,6 +83,16 @@ def test_bench_loader_reports_each_mode(tmp_path, demo_tokenizer):
     assert "windows" in result.output and "packed" in result.output
 
 
+def test_bench_loader_on_a_split_smaller_than_a_batch_gives_advice_it_can_take(tmp_path, demo_tokenizer):
+    pytest.importorskip("torch")
+    out, _ = make_dataset(tmp_path, demo_tokenizer)  # ~36,000 tokens: ~35 windows of 1024
+    result = runner.invoke(app, ["bench-loader", str(out), "--mode", "windows", "--workers", "0",
+                                 "--batch-size", "64", "--num-batches", "1"])
+    assert result.exit_code == 1, result.output
+    assert "fewer than one batch of 64" in result.output and "--batch-size" in result.output
+    assert "drop_last" not in result.output  # the loader's own advice names an option this command lacks
+
+
 def test_bench_loader_without_torch_says_how_to_install_it(tmp_path, demo_tokenizer, monkeypatch):
     import importlib.util
     out, _ = make_dataset(tmp_path, demo_tokenizer)
