@@ -167,7 +167,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         existing = _prepare_output(out, state, content, overwrite, spec.sha256)
         if existing is not None:
             _refuse_damaged(out)
-            return TokenizeResult(existing, out, units_total=len(units), already_complete=True)
+            return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
+                                  notes=_inputs_newer_than(out / MANIFEST_NAME, inputs))
         results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs})
         input_changes.accept(state, inputs, units, results)
         dtype = dtype_for_vocab(spec.vocab_size)
@@ -272,6 +273,19 @@ def _empty_hint(skipped: dict[str, int]) -> str:
     if reason not in _EMPTY_HINTS or 2 * skipped[reason] <= sum(skipped.values()):
         return ""
     return f"; most were {reason}: {_EMPTY_HINTS[reason]}"
+
+
+def _inputs_newer_than(manifest: Path, inputs: dict[str, list]) -> list[str]:
+    """A note when local input files were modified after the dataset was finished: "already complete"
+    then means "made from their older contents". Only a note: a corpus copied without its mtimes
+    looks the same (the manifest keeps no stamps, so that copies of a dataset stay byte-identical)."""
+    made = manifest.stat().st_mtime_ns
+    newer = sorted(path for path, (_, stamp) in inputs.items() if isinstance(stamp, int) and stamp > made)
+    if not newer:
+        return []
+    more = f" and {len(newer) - 1} more" if len(newer) > 1 else ""
+    return [f"{newer[0]}{more} changed after this dataset was made ({manifest} is older): it holds their "
+            "contents as they were; --overwrite rebuilds it from them as they are now"]
 
 
 def _refuse_damaged(out: Path) -> None:

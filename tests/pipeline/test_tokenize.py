@@ -156,6 +156,22 @@ def test_a_complete_dataset_whose_tokenizer_file_changed_is_refused_not_complete
     assert read_manifest(out).tokenizer["sha256"] != made_with
 
 
+def test_a_complete_dataset_whose_input_changed_says_so(tmp_path, demo_tokenizer):
+    """"already complete, nothing to do" once said nothing when an input was edited after the run."""
+    import os
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(100))
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out")
+    code, output = run_cli("--recipe", tmp_path / "r_out.yaml")
+    assert code == 0 and "already complete" in output and "changed after" not in output
+    made = (out / "manifest.json").stat().st_mtime_ns
+    write_jsonl(corpus, demo_texts(50))
+    os.utime(corpus, ns=(made + 10**9, made + 10**9))  # a coarse clock could give both one stamp
+    code, output = run_cli("--recipe", tmp_path / "r_out.yaml")
+    assert code == 0 and "already complete" in output
+    assert f"note: {corpus} changed after this dataset was made" in " ".join(output.split()), output
+    assert "--overwrite rebuilds it" in output
+
+
 def test_overwrite_deletes_the_old_output_while_units_run(tmp_path, demo_tokenizer, monkeypatch):
     """--overwrite renames the old files into .prep/trash and deletes them on a thread that the run
     joins at the end: the run starts without waiting, and nothing of the old output (nor the trash of
