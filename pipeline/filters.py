@@ -111,9 +111,23 @@ class TextExtractor:
             self.fields, self.format = [text_field], None
         else:
             self.fields, self.format = parse_template(template)
-        # top-level names a columnar reader must load (Parquet projection, HF select_columns)
-        self.columns = list(dict.fromkeys(f.split(".")[0] for f in self.fields))
         self.field = self.fields[0]
+
+    def columns_in(self, names) -> tuple[list[str], list[str]]:
+        """(the columns among `names` a columnar reader must load for the fields (Parquet projection,
+        HF select_columns), the fields none of them holds). A field's column is the one its whole name
+        names, when there is one, as get_value looks a literal key up first: Dataset.flatten() and
+        pyarrow's Table.flatten() name a struct's fields `meta.body`. Else it is the top-level column
+        its dotted path enters (`meta`, holding structs: checked per record). Once per file or dataset."""
+        have = set(names)
+        columns, missing = [], []
+        for name in self.fields:
+            column = name if name in have else name.split(".")[0]
+            if column not in have:
+                missing.append(name)
+            elif column not in columns:
+                columns.append(column)
+        return columns, missing
 
     def __call__(self, record) -> str:
         if self.format is None:

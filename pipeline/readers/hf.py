@@ -246,8 +246,7 @@ def warn_unbalanced(source: SourceConfig, units: list[WorkUnit], workers: int) -
 def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
     if names is None:  # a streamed dataset without known features: checked row by row
         return
-    extract = TextExtractor(source.text_field, source.text_template)
-    missing = [c for c in extract.columns if c not in names]
+    missing = TextExtractor(source.text_field, source.text_template).columns_in(names)[1]
     if missing:
         what = "text_template field" if source.text_template else "text_field"
         raise SchemaError(f"source.{'text_template' if source.text_template else 'text_field'}: {what} "
@@ -260,10 +259,14 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     extract = TextExtractor(source.text_field, source.text_template)
     batcher = Batcher(source, bad, batch_docs)
     limit = source.max_record_bytes
-    plain = source.text_template is None and "." not in extract.field
+    names = ds.column_names  # None: a streamed dataset without known features (rows as they come)
+    # plain: the text is one column's values; a dotted name is one when a column has it whole (a
+    # flattened `meta.body`, which wins as in get_value), else a path into a struct column
+    plain = source.text_template is None and ("." not in extract.field
+                                              or names is not None and extract.field in names)
     where = f"{unit.path} shard {unit.start}" if streamed else f"{unit.path} rows {unit.start}..{unit.end}"
-    if ds.column_names is not None:
-        ds = (ds.select if unit.paths else ds.select_columns)([c for c in extract.columns if c in ds.column_names])
+    if names is not None:
+        ds = (ds.select if unit.paths else ds.select_columns)(extract.columns_in(names)[0])
     row = unit.start if not streamed else 0
     for columns in _iter_column_batches(ds, unit, min(batch_docs, READ_ROWS), where, streamed):
         values = columns.get(extract.field) if plain else None

@@ -124,7 +124,7 @@ def _projection(source: SourceConfig, names: list[str]) -> tuple[bool, list[str]
     """(plain, the columns to read): plain when the text is one column's values."""
     extract = TextExtractor(source.text_field, source.text_template)
     plain = source.text_template is None and extract.field in names
-    return plain, [extract.field] if plain else extract.columns
+    return plain, [extract.field] if plain else extract.columns_in(names)[0]
 
 
 def part_batches(units: list[WorkUnit], source: SourceConfig) -> Iterator[tuple[WorkUnit, object]]:
@@ -176,11 +176,10 @@ def _window_batches(unit: WorkUnit, rows: int):
 
 
 def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
-    """SchemaError unless the file has the column(s) the text is made of (a plain text_field may be a
-    dotted column name, or a column holding structs: checked per record)."""
-    extract = TextExtractor(source.text_field, source.text_template)
-    missing = [c for c in extract.columns if c not in names]
-    if missing and not (source.text_template is None and extract.field in names):
+    """SchemaError unless the file has the column(s) the text is made of (a dotted name may be a
+    column's, as flattening names them, or a path into a column holding structs: checked per record)."""
+    missing = TextExtractor(source.text_field, source.text_template).columns_in(names)[1]
+    if missing:
         raise not_a_column(path, missing[0], names, "the file", source.text_template is not None)
 
 
@@ -243,7 +242,9 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 try:
                     rb = next(batches, None)
                     if rb is not None:
-                        values = _texts_of(rb.column(0), errors) if plain else _records_of(rb)
+                        # by name: a projection onto `meta.body` also holds a struct column `meta`'s
+                        # field body when the file has both (pyarrow selects by column path)
+                        values = _texts_of(rb.column(extract.field), errors) if plain else _records_of(rb)
                 except PrepError:
                     raise
                 except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group

@@ -51,6 +51,36 @@ def test_null_values_and_template(tmp_path):
         read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_field="body"))
 
 
+def test_a_column_named_with_a_dot_is_read_as_named(tmp_path):
+    """Dataset.flatten() names a struct's fields `meta.body`: such a column was refused ("'meta' is not
+    a column") as text_field and in a template. The literal column wins over a struct `meta`'s field,
+    as in the JSONL reader; a dotted path still enters a struct column; a missing one is named whole."""
+    flat = datasets.Dataset.from_dict({"title": ["A", "B"], "meta": [{"body": "x"}, {"body": "y"}]}).flatten()
+    assert flat.column_names == ["title", "meta.body"]
+    flat.save_to_disk(str(tmp_path / "flat"))
+    source = SourceConfig(path=str(tmp_path / "flat"), format="hf", text_field="meta.body")
+    assert read_all(source)[1:] == (["x", "y"], [0, 1], [])
+    assert read_all(SourceConfig(path=source.path, format="hf", text_template="{title}|{meta.body}"))[1] == ["A|x", "B|y"]
+    both = datasets.Dataset.from_dict({"meta": [{"body": "nested"}], "meta.body": ["literal"], "title": ["T"]})
+    both.save_to_disk(str(tmp_path / "both"))
+    for how, want in (({"text_field": "meta.body"}, "literal"), ({"text_template": "{title}|{meta.body}"}, "T|literal")):
+        assert read_all(SourceConfig(path=str(tmp_path / "both"), format="hf", **how))[1] == [want]
+    nested = datasets.Dataset.from_dict({"meta": [{"body": "nested"}], "title": ["T"]})
+    nested.save_to_disk(str(tmp_path / "nested"))
+    assert read_all(SourceConfig(path=str(tmp_path / "nested"), format="hf", text_field="meta.body"))[1] == ["nested"]
+    with pytest.raises(PrepError, match=r"text_template field 'other\.body' is not a column of .*nested; it has "
+                                        r"'meta', 'title'"):
+        read_all(SourceConfig(path=str(tmp_path / "nested"), format="hf", text_template="{title} {other.body}"))
+    # the same through `datasets` (a split slice of a builder's dataset) and streamed
+    data = tmp_path / "a.jsonl"
+    data.write_text("".join(json.dumps({"title": t, "meta.body": b}) + "\n" for t, b in (("A", "x"), ("B", "y"))))
+    for how in ({"split": "train[0:2]"}, {"streaming": True}):
+        hf_reader._CACHE.clear()
+        got = read_all(SourceConfig(path="json", format="hf", data_files=[str(data)], text_template="{title}|{meta.body}",
+                                    **how))[1]
+        assert got == ["A|x", "B|y"], how
+
+
 def write_parts(tmp_path, n_files: int, per_file: int) -> list[str]:
     files = []
     for f in range(n_files):

@@ -59,6 +59,27 @@ def test_null_and_non_string_values_and_template(tmp_path):
     assert got == [] and {r["reason"] for r in bad} == {"non_string_text"}
 
 
+def test_a_column_named_with_a_dot_is_read_as_named(tmp_path):
+    """pyarrow's Table.flatten() names a struct's fields `meta.body`: a template naming such a column was
+    refused ("'meta' is not a column"). The literal column wins, also over a struct `meta`'s field that
+    a projection onto `meta.body` reads beside it (pyarrow selects by column path)."""
+    path = tmp_path / "flat.parquet"
+    table = pa.table({"title": ["A", "B"], "meta": [{"body": "x"}, {"body": "y"}]}).flatten()
+    assert table.column_names == ["title", "meta.body"]
+    pq.write_table(table, path)
+    _, got, _, bad = read_all(SourceConfig(path=str(path), text_template="{title}|{meta.body}"), [str(path)])
+    assert got == ["A|x", "B|y"] and not bad
+    assert read_all(SourceConfig(path=str(path), text_field="meta.body"), [str(path)])[1] == ["x", "y"]
+    both = tmp_path / "both.parquet"  # the struct column first: the projection's column 0
+    pq.write_table(pa.table({"meta": [{"body": "nested"}], "meta.body": ["literal"], "title": ["T"]}), both)
+    for how, want in (({"text_field": "meta.body"}, "literal"), ({"text_template": "{title}|{meta.body}"}, "T|literal")):
+        _, got, _, bad = read_all(SourceConfig(path=str(both), **how), [str(both)])
+        assert got == [want] and not bad, how
+    with pytest.raises(PrepError, match=r"text_template field 'other\.body' is not a column; the file has 'title', "
+                                        r"'meta\.body'"):
+        read_all(SourceConfig(path=str(path), text_template="{title} {other.body}"), [str(path)])
+
+
 def test_binary_column_and_invalid_utf8(tmp_path):
     path = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": pa.array([b"ok", b"bad \xff", b"fine"], pa.binary())}), path)
