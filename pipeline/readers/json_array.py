@@ -5,7 +5,11 @@
 * one object holding the records in a list (`{"version": 1, "data": [{...}, ...]}`): the list under
   `source.records_field` (`data`), as `datasets.load_dataset("json", field=...)`. With records_field
   set, every file of the source is read so. Without it, a file whose first line is a lone `{` (a
-  pretty-printed object) is a SchemaError that names its keys and which of them hold lists.
+  pretty-printed object) is a SchemaError that names its keys and which of them hold lists, when it
+  holds a list of objects and not the text;
+* one pretty-printed object that is not such a holder (`json.dump(record, f, indent=2)`): one record,
+  as the same object on one line is in JSON Lines. Before, it was that SchemaError, whose fix (set
+  records_field) cannot apply to a file holding no list.
 
 The JSONL reader tells them from JSON Lines by a file's first bytes past whitespace (and a UTF-8
 BOM): `[`, or `{` alone on its line; the whole file must then parse as one value, or as objects one
@@ -126,9 +130,12 @@ def _strict(record):
     return record
 
 
-def records_of(value: list | dict, records_field: str | None, path: str) -> list:
-    """The records of a file that is one JSON value: an array itself, or the list under the dotted
-    `records_field` of an object. SchemaError when the file is not of the shape the recipe says."""
+def records_of(value: list | dict, records_field: str | None, path: str,
+               extract: TextExtractor | None = None) -> list:
+    """The records of a file that is one JSON value: an array itself, the list under the dotted
+    `records_field` of an object, or (without records_field) an object that is one record. SchemaError
+    when the file is not of the shape the recipe says. `extract`: the source's text, which a record
+    holds and a holder of records under a key does not (None: judged by its lists alone)."""
     if records_field is None:
         if isinstance(value, list):
             return value
@@ -137,8 +144,14 @@ def records_of(value: list | dict, records_field: str | None, path: str) -> list
         if layout:
             raise SchemaError(f"{path}: the file is one JSON object, a table in pandas' DataFrame.to_json layout "
                               f"({layout}); {PANDAS_FIX}")
-        raise SchemaError(f"{path}: the file is one JSON object (keys {list_keys(value)}), not JSON Lines or an array "
-                          "of records; set source.records_field to the key of its list of records")
+        held = _list_of_objects(value)
+        if held and not _has_text(value, extract):
+            nested = f" (there is one under {held!r})" if "." in held else ""
+            raise SchemaError(f"{path}: the file is one JSON object (keys {list_keys(value)}), not JSON Lines or an array "
+                              f"of records; set source.records_field to the key of its list of records{nested}")
+        # one record, pretty-printed: as the same object on one line in JSON Lines (a missing text
+        # field is its reject, which the worker turns into an error naming the field)
+        return [_strict(dict(value)) if isinstance(value, _LenientObject) else value]
     if isinstance(value, list):
         raise SchemaError(f"{path}: the file is one JSON array, not an object with records under "
                           f"{records_field!r}; remove source.records_field for this source")
@@ -156,16 +169,42 @@ def records_of(value: list | dict, records_field: str | None, path: str) -> list
     return [_strict(r) for r in node] if isinstance(value, _LenientObject) else node
 
 
-def read_document(data: bytes, records_field: str | None, path: str) -> list | None:
+def _list_of_objects(node: dict, depth: int = 3) -> str:
+    """The dotted key of the first non-empty list of objects in an object or the objects under it
+    (`depth` levels at most, not inside lists), where a file's records would be; "" when none."""
+    for key, v in node.items():
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            return key
+    if depth > 1:
+        for key, v in node.items():
+            if isinstance(v, dict) and (inner := _list_of_objects(v, depth - 1)):
+                return f"{key}.{inner}"
+    return ""
+
+
+def _has_text(value: dict, extract: TextExtractor | None) -> bool:
+    """Whether an object holds every field the text is made of (whatever their values)."""
+    if extract is None:
+        return False
+    try:
+        extract(value)
+    except RecordError as e:
+        return e.reason != "missing_field"
+    return True
+
+
+def read_document(data: bytes, records_field: str | None, path: str,
+                  extract: TextExtractor | None = None) -> list | None:
     """The records of a whole file read as one JSON value; None when it is JSON Lines after all (only
-    without records_field: with it, a file that does not parse is damaged, a PrepError)."""
+    without records_field: with it, a file that does not parse is damaged, a PrepError). `extract`:
+    as for records_of."""
     value, why = parse(data)
     if value is None:
         if records_field is None:
             return concatenated_objects(data)
         raise PrepError(f"{path}: not one JSON object ({why}); source.records_field reads each file as one "
                         "JSON object holding its records")
-    return records_of(value, records_field, path)
+    return records_of(value, records_field, path, extract)
 
 
 def range_payload(kind: str, first: int, pieces: list[int], closes: bool) -> bytes:

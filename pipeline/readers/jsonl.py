@@ -356,7 +356,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             stream = io.BytesIO(data)  # anything else: read as below, from memory
         if whole and (source.records_field is not None or json_array.starts_a_document(stream)):
             data = stream.read()
-            records = json_array.read_document(data, source.records_field, unit.path)
+            records = json_array.read_document(data, source.records_field, unit.path, extract)
             if records is not None:
                 del data
                 groups = json_array.record_groups(records)

@@ -358,6 +358,27 @@ def test_records_field_reads_files_that_are_one_json_object(tmp_path):
         run(tmp_path, {"path": str(tmp_path / "one.json")}, "one")
 
 
+def test_files_of_one_pretty_printed_record_give_the_dataset_of_json_lines(tmp_path):
+    """A directory of `json.dump(record, f, indent=2)` files (small files, grouped in units): each file
+    one record, the shards of the same records as JSON Lines. Before, each file was a SchemaError
+    advising records_field, which cannot apply. A file whose one record lacks the text field stops the
+    run with the text_field fix, as the same record on one line does."""
+    texts = corpus_texts(60)
+    d, lines = tmp_path / "pretty", tmp_path / "lines.jsonl"
+    d.mkdir()
+    for i, t in enumerate(texts):
+        (d / f"doc{i:03d}.json").write_text(json.dumps({"id": i, "text": t, "meta": {"tags": ["x"]}}, indent=2))
+    lines.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    pretty = run(tmp_path, {"path": str(d)}, "pretty", workers=2)
+    assert shard_bytes(pretty) == shard_bytes(run(tmp_path, {"path": str(lines)}, "lines"))
+    assert read_manifest(pretty).splits["train"].num_docs == len(texts)
+    (tmp_path / "body.json").write_text(json.dumps({"id": 1, "body": "x"}, indent=2))
+    with pytest.raises(SchemaError, match=r"body\.json: text_field names a field that none of the 1 records of this "
+                                          r"file's first unit has \(row 0: no 'text'; the record has 'id', 'body'\); "
+                                          r"set source\.text_field to the field holding the text$"):
+        run(tmp_path, {"path": str(tmp_path / "body.json")}, "body")
+
+
 def test_a_big_json_array_cut_between_its_records_gives_the_dataset_read_whole(tmp_path):
     """A JSON array, jq's objects one after another, or a records_field list, over unit_bytes is cut
     between its records (json_cuts.py; a compressed one's ranges are spooled windows): the dataset of

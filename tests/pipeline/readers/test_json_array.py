@@ -105,6 +105,54 @@ def test_a_pretty_printed_object_without_records_field_is_an_error_naming_its_li
         read_all(SourceConfig(path=str(path)), [str(path)])
 
 
+@pytest.mark.parametrize("layout", ["indent 2", "nested values", "bom", "gzip", "big", "nan elsewhere"])
+def test_one_pretty_printed_object_is_one_record(tmp_path, layout):
+    """`json.dump(record, f, indent=2)`: one record, as the same object on one line is in JSON Lines.
+    Before, a SchemaError advised setting records_field, though the file holds no list to read."""
+    record = {"text": "hello", "id": 1}
+    if layout == "nested values":  # lists and objects inside the record, but no list of objects
+        record["meta"] = {"tags": ["a", "b"], "source": {"url": "u"}}
+    if layout == "big":  # over unit_bytes: scanned for cuts, none found, read whole
+        record["text"] = "word " * 2000
+    body = json.dumps(record, indent=2).encode() + b"\n"
+    if layout == "nan elsewhere":  # what json.dump writes for a float NaN: parsed by Python's json
+        body = body.replace(b'"id": 1', b'"id": NaN')
+    path = tmp_path / ("a.json.gz" if layout == "gzip" else "a.json")
+    data = b"\xef\xbb\xbf" + body if layout == "bom" else body
+    path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
+    assert body.startswith(b"{\n")
+    units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
+    assert len(units) == 1
+    if layout == "nan elsewhere":  # one reject, as its line would be in JSON Lines
+        assert texts == [] and [(r["row"], r["reason"]) for r in bad] == [(0, "malformed_json")]
+        return
+    assert texts == [record["text"]] and positions == [0] and not bad
+    template = SourceConfig(path=str(path), text_template="{id}: {text}")
+    assert read_all(template, [str(path)])[1] == [f"1: {record['text']}"]
+
+
+def test_one_object_holding_a_list_is_a_record_only_when_it_holds_the_text(tmp_path):
+    """An object holding a list of objects is a holder of records (set records_field) unless it holds
+    the text itself: a record with, say, its comments. A list deeper down is named in the error."""
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"text": "post", "comments": [{"user": "a"}, {"user": "b"}]}, indent=2))
+    _, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)])
+    assert texts == ["post"] and positions == [0] and not bad
+    _, texts, _, _ = read_all(SourceConfig(path=str(path), text_template="{text} ({comments})"), [str(path)])
+    assert texts == []  # a list is no template value: a non_string_text reject, not the holder's error
+    with pytest.raises(SchemaError, match=r"a\.json: the file is one JSON object \(keys 'text', 'comments' \['comments': "
+                                          r"a list of 2 objects\]\), not JSON Lines .* set source\.records_field"):
+        read_all(SourceConfig(path=str(path), text_field="body"), [str(path)])
+    nested = tmp_path / "b.json"
+    nested.write_text(json.dumps({"result": {"count": 2, "items": RECORDS[:2]}}, indent=2))
+    with pytest.raises(SchemaError, match=r"b\.json: the file is one JSON object \(keys 'result'\), not JSON Lines .* "
+                                          r"set source\.records_field to the key of its list of records \(there is one "
+                                          r"under 'result\.items'\)"):
+        read_all(SourceConfig(path=str(nested)), [str(nested)])
+    assert read_all(SourceConfig(path=str(nested), records_field="result.items"), [str(nested)])[1] == [
+        r["text"] for r in RECORDS[:2]]
+
+
 @pytest.mark.parametrize("body, records_field, error, message", [
     ({"data": RECORDS[:3]}, "rows", SchemaError, r"records_field 'rows': the file's object has no 'rows'; it has 'data' "
                                                  r"\['data': a list of 3 objects\]"),
