@@ -353,7 +353,7 @@ def _warn_one_unit(path: str, at: int, size: int, unit_bytes: int) -> None:
     once when that rest is several units' worth, not only in the run's closing note."""
     if size - at > 2 * unit_bytes:
         log.warning("%s: the quote at byte %s is inside a field, and many before it were: the file is not "
-                    "quoted as CSV, so its last %.0f MB are not cut into units and one worker reads them; %s "
+                    "quoted as CSV, so its last %.1f MB are not cut into units and one worker reads them; %s "
                     "(every line a row, shared by every worker)", path, f"{at:,}", (size - at) / 1e6, _UNQUOTED_FIX)
 
 

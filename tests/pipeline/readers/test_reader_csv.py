@@ -522,6 +522,24 @@ def test_the_plan_says_at_once_when_stray_quotes_leave_one_worker_the_rest(tmp_p
     assert len(units) > 4 and not caplog.records
 
 
+def test_the_stray_quotes_warning_gives_a_small_rest_in_tenths_of_a_mb(tmp_path, caplog):
+    """The rest left to one worker is over 2 x unit_bytes, 128 KiB at the smallest unit_bytes a recipe
+    takes: it was said in whole MB, "its last 0 MB are not cut" for a rest under 0.5 MB."""
+    lines = [b"%d\tsentence number %d of the file\n" % (i, i) for i in range(12000)]
+    data = b"id\ttext\n" + b"".join(b'%d\t"Hi," she said.\n' % i if i % 50 == 0 else line
+                                    for i, line in enumerate(lines))
+    path = tmp_path / "s.tsv"
+    path.write_bytes(data)
+    with caplog.at_level("WARNING", logger="prep"):
+        csv_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1 << 16)
+        csv_reader._warn_one_unit("big.tsv", 1000, 1000 + 3_456_789_000, 1 << 24)
+    stopped_at = [m.start() + 1 for m in re.finditer(rb'," she', data)][csv_reader.MAX_RESYNCS]
+    rest = (len(data) - stopped_at) / 1e6
+    assert 0.05 < rest < 0.5  # "0 MB" before
+    assert [re.search(r"its last (\S+ MB) are not cut", r.getMessage()).group(1) for r in caplog.records] == [
+        f"{rest:.1f} MB", "3456.8 MB"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(CSV_PIECE, PIECE), max_size=50), st.sampled_from([",", "\t"]), st.integers(1, 40),
        st.sampled_from([1, 3, 16, 1 << 20]), st.integers(0, 3), st.sampled_from([1, 4, 1 << 20]))
