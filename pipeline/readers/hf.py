@@ -72,7 +72,7 @@ def _saved_arrow(source: SourceConfig):
         return None
     root = Path(local_path(source.path)).expanduser()
     try:
-        if (root / "dataset_dict.json").is_file():
+        if in_dict := (root / "dataset_dict.json").is_file():
             splits = json.loads((root / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
             if split not in splits:
                 raise PrepError(f"source.split: {split!r} is not a split of {source.path} (it has {', '.join(splits)})")
@@ -81,6 +81,8 @@ def _saved_arrow(source: SourceConfig):
             files = _cache_arrow_files(root, split, source.path)
             return (files, _open_arrow(files)) if files else None
         state = json.loads((root / "state.json").read_text(encoding="utf-8"))
+        if not in_dict:
+            _refuse_split_of_a_dataset(source, state.get("_split"))
         files = tuple(os.path.abspath(root / f["filename"]) for f in state["_data_files"])
         if not files or state.get("_indices_data_files"):
             return None
@@ -89,6 +91,18 @@ def _saved_arrow(source: SourceConfig):
         raise
     except Exception:  # unreadable or unexpected: load_from_disk reports what is wrong
         return None
+
+
+def _refuse_split_of_a_dataset(source: SourceConfig, recorded: str | None) -> None:
+    """A saved single Dataset (Dataset.save_to_disk, not a DatasetDict's) has no splits to choose from:
+    a source.split other than the one it records being saved from (`load_dataset(..., split="test")`)
+    is refused, as a split a DatasetDict lacks is. Before, it was ignored and the whole Dataset read."""
+    if source.split is None or source.split == recorded:
+        return
+    was = f"; saved from split {recorded!r}" if recorded else ""
+    raise PrepError(f"source.split: {source.split!r} is not a split of {source.path}: the directory holds a single "
+                    f"Dataset (Dataset.save_to_disk, not a DatasetDict{was}), which has no splits; remove "
+                    "source.split to read all of it")
 
 
 def _cache_arrow_files(root: Path, split: str, path: str) -> tuple[str, ...]:
@@ -135,6 +149,8 @@ def load(source: SourceConfig):
                     raise PrepError(f"source.split: {split!r} is not a split of {source.path} "
                                     f"(it has {', '.join(ds)})")
                 ds = ds[split]
+            else:
+                _refuse_split_of_a_dataset(source, None if ds.split is None else str(ds.split))
             if source.streaming:
                 log.warning("%s: a saved dataset is memory-mapped, not streamed; streaming: true is ignored",
                             source.path)

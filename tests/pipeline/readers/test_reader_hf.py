@@ -40,6 +40,31 @@ def test_saved_dataset_dict_split_and_row_ranges(tmp_path):
         read_all(SourceConfig(path=str(tmp_path / "saved"), format="hf", split="validation"))
 
 
+def test_a_split_of_a_saved_single_dataset_is_refused_unless_it_is_the_one_saved(tmp_path):
+    """A directory of Dataset.save_to_disk (not a DatasetDict) has no splits: `split: test` read the
+    whole Dataset without a word. It is refused, naming source.split and the fix, as a split a
+    DatasetDict lacks is, read with pyarrow or through `datasets` (a slice, streaming), except the split
+    the Dataset records being saved from; without split the whole Dataset is read, as before."""
+    datasets.Dataset.from_dict({"text": ["a", "b", "c"]}).save_to_disk(str(tmp_path / "single"))
+    path = str(tmp_path / "single")
+    assert read_all(SourceConfig(path=path, format="hf"))[1] == ["a", "b", "c"]
+    for how in ({"split": "test"}, {"split": "train"}, {"split": "train[:1]"}, {"split": "test", "streaming": True}):
+        hf_reader._CACHE.clear()
+        with pytest.raises(PrepError, match=r"^source\.split: '[^']+' is not a split of .*single: the directory holds "
+                                            r"a single Dataset \(Dataset\.save_to_disk, not a DatasetDict\), which has "
+                                            r"no splits; remove source\.split to read all of it$"):
+            read_all(SourceConfig(path=path, format="hf", **how))
+    data = tmp_path / "a.jsonl"
+    data.write_text('{"text": "x"}\n{"text": "y"}\n')
+    saved = datasets.load_dataset("json", data_files={"test": str(data)}, split="test", cache_dir=str(tmp_path / "c"))
+    saved.save_to_disk(str(tmp_path / "test_split"))
+    path = str(tmp_path / "test_split")
+    assert read_all(SourceConfig(path=path, format="hf", split="test"))[1] == ["x", "y"]
+    with pytest.raises(PrepError, match=r"'train' is not a split of .*test_split: .*not a DatasetDict; saved from "
+                                        r"split 'test'\), which has no splits; remove source\.split"):
+        read_all(SourceConfig(path=path, format="hf", split="train"))
+
+
 def test_null_values_and_template(tmp_path):
     ds = datasets.Dataset.from_dict({"title": ["A", "B", None], "text": ["x", None, "z"]})
     ds.save_to_disk(str(tmp_path / "s"))
