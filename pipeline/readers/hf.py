@@ -95,9 +95,10 @@ def _saved_arrow(source: SourceConfig):
 
 def _refuse_split_of_a_dataset(source: SourceConfig, recorded: str | None) -> None:
     """A saved single Dataset (Dataset.save_to_disk, not a DatasetDict's) has no splits to choose from:
-    a source.split other than the one it records being saved from (`load_dataset(..., split="test")`)
-    is refused, as a split a DatasetDict lacks is. Before, it was ignored and the whole Dataset read."""
-    if source.split is None or source.split == recorded:
+    a source.split other than the one it records being saved from (`load_dataset(..., split="test")`),
+    or `train` (the default) when it records none, is refused, as a split a DatasetDict lacks is.
+    Before, it was ignored and the whole Dataset read."""
+    if source.split is None or source.split == (recorded or "train"):
         return
     was = f"; saved from split {recorded!r}" if recorded else ""
     raise PrepError(f"source.split: {source.split!r} is not a split of {source.path}: the directory holds a single "

@@ -44,11 +44,14 @@ def test_a_split_of_a_saved_single_dataset_is_refused_unless_it_is_the_one_saved
     """A directory of Dataset.save_to_disk (not a DatasetDict) has no splits: `split: test` read the
     whole Dataset without a word. It is refused, naming source.split and the fix, as a split a
     DatasetDict lacks is, read with pyarrow or through `datasets` (a slice, streaming), except the split
-    the Dataset records being saved from; without split the whole Dataset is read, as before."""
+    the Dataset records being saved from (or `train`, the default, when it records none); without split
+    the whole Dataset is read, as before."""
     datasets.Dataset.from_dict({"text": ["a", "b", "c"]}).save_to_disk(str(tmp_path / "single"))
     path = str(tmp_path / "single")
     assert read_all(SourceConfig(path=path, format="hf"))[1] == ["a", "b", "c"]
-    for how in ({"split": "test"}, {"split": "train"}, {"split": "train[:1]"}, {"split": "test", "streaming": True}):
+    hf_reader._CACHE.clear()
+    assert read_all(SourceConfig(path=path, format="hf", split="train"))[1] == ["a", "b", "c"]  # the default, said
+    for how in ({"split": "test"}, {"split": "train[:1]"}, {"split": "test", "streaming": True}):
         hf_reader._CACHE.clear()
         with pytest.raises(PrepError, match=r"^source\.split: '[^']+' is not a split of .*single: the directory holds "
                                             r"a single Dataset \(Dataset\.save_to_disk, not a DatasetDict\), which has "
