@@ -61,14 +61,16 @@ def starts_a_document(stream) -> bool:
 
 def head_starts_a_document(head: bytes) -> bool:
     """Whether a file's first bytes, past a BOM and whitespace, open a JSON array, or an object whose
-    `{` is alone on its line (`json.dump(..., indent=...)`, jq, JSON.stringify with a space argument).
-    A JSON Lines record opens with `{` too, but holds a key on its first line."""
+    `{` is alone on its line (`json.dump(..., indent=...)`, jq, JSON.stringify with a space argument)
+    or opens a line that ends in `,`, `{` or `[` (writers that keep the first key on the brace's line:
+    `{"text": "a",`). A JSON Lines record opens with `{` too, but its line ends with the record's `}`
+    (before, such an object was read as lines: every line a malformed_json reject, no document)."""
     head = head[len(BOM):] if head.startswith(BOM) else head
     head = head.lstrip(_WHITESPACE)
     if head[:1] == b"[":
         return True
     newline = head.find(b"\n")
-    return head[:1] == b"{" and newline > 0 and not head[1:newline].strip(_WHITESPACE)
+    return head[:1] == b"{" and newline > 0 and head[:newline].rstrip(_WHITESPACE)[-1:] in (b"{", b",", b"[")
 
 
 def parse(data: bytes) -> tuple[list | dict | None, str]:

@@ -105,7 +105,8 @@ def test_a_pretty_printed_object_without_records_field_is_an_error_naming_its_li
         read_all(SourceConfig(path=str(path)), [str(path)])
 
 
-@pytest.mark.parametrize("layout", ["indent 2", "nested values", "bom", "gzip", "big", "nan elsewhere"])
+@pytest.mark.parametrize("layout", ["indent 2", "nested values", "bom", "gzip", "big", "nan elsewhere",
+                                    "key on the brace line"])
 def test_one_pretty_printed_object_is_one_record(tmp_path, layout):
     """`json.dump(record, f, indent=2)`: one record, as the same object on one line is in JSON Lines.
     Before, a SchemaError advised setting records_field, though the file holds no list to read."""
@@ -115,12 +116,14 @@ def test_one_pretty_printed_object_is_one_record(tmp_path, layout):
     if layout == "big":  # over unit_bytes: scanned for cuts, none found, read whole
         record["text"] = "word " * 2000
     body = json.dumps(record, indent=2).encode() + b"\n"
+    if layout == "key on the brace line":  # `{"text": "hello",` (once read as lines: 3 rejects, no document)
+        body = body.replace(b"{\n  ", b"{", 1)
     if layout == "nan elsewhere":  # what json.dump writes for a float NaN: parsed by Python's json
         body = body.replace(b'"id": 1', b'"id": NaN')
     path = tmp_path / ("a.json.gz" if layout == "gzip" else "a.json")
     data = b"\xef\xbb\xbf" + body if layout == "bom" else body
     path.write_bytes(gzip.compress(data) if layout == "gzip" else data)
-    assert body.startswith(b"{\n")
+    assert body.startswith(b'{"text"' if layout == "key on the brace line" else b"{\n")
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=4096)
     assert len(units) == 1
     if layout == "nan elsewhere":  # one reject, as its line would be in JSON Lines
