@@ -265,9 +265,11 @@ def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
         return
     missing = TextExtractor(source.text_field, source.text_template).columns_in(names)[1]
     if missing:
+        key = "text_template" if source.text_template else "text_field"
         what = "text_template field" if source.text_template else "text_field"
-        raise SchemaError(f"source.{'text_template' if source.text_template else 'text_field'}: {what} "
-                        f"{missing[0]!r} is not a column of {source.path}; it has {', '.join(map(repr, names))}")
+        shown = ", ".join(map(repr, names[:20])) + (" ..." if len(names) > 20 else "")
+        raise SchemaError(f"source.{key}: {what} {missing[0]!r} is not a column of {source.path}; it has {shown}; "
+                          f"set source.{key} to one of them")
 
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:

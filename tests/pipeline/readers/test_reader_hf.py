@@ -75,7 +75,7 @@ def test_null_values_and_template(tmp_path):
     assert got == ["x", "z"] and [(r["reason"], r["row"]) for r in bad] == [("null_text", 1)]
     _, got, _, bad = read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_template="{title}|{text}"))
     assert got == ["A|x"] and len(bad) == 2
-    with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*; it has 'title', 'text'"):
+    with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*; it has 'title', 'text'; set source\.text_field to one"):
         read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_field="body"))
 
 
