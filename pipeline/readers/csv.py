@@ -8,21 +8,24 @@ record boundary. For a plain file larger than `unit_bytes` the parent scans it o
 1 GB/s) and cuts only after a newline that is *proven* outside quotes: the number of `"` before it is
 even, and every quote up to there is well formed (an opening quote follows a delimiter, a line end,
 another quote or the file start; a closing quote is followed by a delimiter, a line end, another quote
-or the end). Under those conditions the csv module's state machine and quote parity agree, so the
-cut is where the csv module would start a record. At a quote that is not well formed (a stray `"`
-inside an unquoted field, `"a"b`) the record holding it is parsed by the csv module from its start
-(proven) to its end, and the proof starts again there (CutScanner); after MAX_RESYNCS of them the
-scan stops and the rest of the file is one unit, parsed sequentially exactly as a single reader would.
+or the end). A delimiter of several bytes in UTF-8 (`§`, `│`) counts only whole, and a UTF-8 byte order
+mark (which the readers drop) is part of the file start (_Near). Under those conditions the csv module's
+state machine and quote parity agree, so the cut is where the csv module would start a record. At a
+quote that is not well formed (a stray `"` inside an unquoted field, `"a"b`) the record holding it is
+parsed by the csv module from its start (proven) to its end, and the proof starts again there
+(CutScanner); after MAX_RESYNCS of them the scan stops and the rest of the file is one unit, parsed
+sequentially exactly as a single reader would.
 A compressed file is planned as ranges of its decompressed bytes, which the spooler moves to the
 cuts the same scan finds on the stream. `source.quoting: none`: no quotes, every line a record.
 
 Inside a unit the same proof runs per read block: complete records are found with numpy, and once the
 header is known a block's records go to pyarrow's CSV reader whole (`ArrowColumn`: 61 MB of CSV read
-in 0.38 instead of 0.76 s). A block pyarrow refuses (a row with another field count, invalid UTF-8)
-goes to csv.reader one whole record at a time (about 2x faster than line by line). A record the
-proof does not cover (a stray quote, a lone \r) is parsed by csv.reader, and the proof resumes after it;
-from a record over the limit, the end of the file, or past MAX_RESYNCS such records, the rest of the unit
-is fed to csv.reader line by line, which is exact for any input. All paths give the same rows on any
+in 0.38 instead of 0.76 s; with an ASCII delimiter only, as pyarrow takes no other). A block pyarrow
+refuses (a row with another field count, invalid UTF-8) goes to csv.reader one whole record at a time
+(about 2x faster than line by line). A record the proof does not cover (a stray quote, a lone \r) is
+parsed by csv.reader, and the proof resumes after it; from a record over the limit, the end of the
+file, or past MAX_RESYNCS such records, the rest of the unit is fed to csv.reader line by line, which
+is exact for any input. All paths give the same rows on any
 bytes (property tests check this).
 
 Bad records: a row whose number of fields differs from the header (`wrong_column_count`), a quoted
@@ -49,6 +52,7 @@ import numpy as np
 from pipeline.errors import PrepError, SchemaError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor, get_value
 from pipeline.readers.base import (
+    BOM,
     BadRecords,
     ByteProgress,
     DocBatch,
@@ -100,11 +104,72 @@ def _quote_positions(a: np.ndarray, quoted: bool) -> np.ndarray:
 _NO_QUOTES = np.zeros(0, dtype=np.intp)
 
 
-def _ok_near(dialect: Dialect) -> np.ndarray:
-    """bool[256]: the bytes allowed before an opening quote or after a closing one."""
-    ok = np.zeros(256, dtype=bool)
-    ok[[ord(dialect.delimiter), 10, 13, _QUOTE]] = True
-    return ok
+class _Near:
+    """Whether the quotes of a block are well formed: an opening quote follows a line end, a quote, the
+    file start (a UTF-8 byte order mark there too: the csv module is given the first line without it)
+    or the delimiter; a closing quote is followed by a line end, a quote, the end or the delimiter.
+
+    The delimiter is one character, 1 to 4 bytes in UTF-8 (`;` 1, `§` 2, `│` 3). One byte: a 256-entry
+    table looked up at each quote's neighbour. More: all its bytes must be there, not one of them: `ç"`
+    (C3 A7 22) ends in `§`'s last byte A7 but is no delimiter to the csv module, which reads that quote
+    as text, so a one-byte rule flipped quote parity and cut inside a quoted field. The bytes of such a
+    delimiter start with a lead byte, never a continuation byte, so they decode as the delimiter whatever
+    precedes them (strict or "replace"), and no quote or line end is ever inside another character."""
+
+    def __init__(self, dialect: Dialect):
+        self.delimiter = dialect.delimiter.encode("utf-8")
+        self.reach = len(self.delimiter)  # the bytes around a quote that decide it
+        self.table = np.zeros(256, dtype=bool)  # bytes allowed right before an opening / after a closing quote
+        self.table[[10, 13, _QUOTE]] = True
+        if self.reach == 1:
+            self.table[self.delimiter[0]] = True
+
+    def bad(self, a: np.ndarray, q: np.ndarray, closing: np.ndarray, head: bytes, bom: int = -1
+            ) -> tuple[np.ndarray, bytes | None]:
+        """Which quotes `q` of the block `a` are not well formed (`closing`: those that close a field, by
+        parity), and, when the last closes one and the bytes after it in `a` may yet be the delimiter's
+        first ones, those bytes (its check waits for more; else None). `head`: the last bytes before the
+        block (b"\n" at a record start); `bom`: where a quote right after the file's byte order mark is."""
+        table, n = self.table, a.size
+        before = np.where(q > 0, a[q - 1], head[-1])
+        has_after = q + 1 < n
+        after = a[np.minimum(q + 1, n - 1)]
+        bad = (~closing & ~table[before]) | (closing & has_after & ~table[after])
+        if bom >= 0 and bad.any():
+            bad &= closing | (q != bom)
+        if self.reach > 1 and bad.any():  # the quotes next to a multi-byte delimiter, all its bytes compared
+            i = np.flatnonzero(bad)
+            at = np.where(closing[i], q[i] + 1, q[i] - self.reach)  # where the delimiter would start
+            match = np.ones(i.size, dtype=bool)
+            for k, byte in enumerate(self.delimiter):
+                match &= self._bytes_at(a, at + k, head) == byte
+            bad[i[match]] = False
+        waiting = None
+        if q.size and closing[-1] and n - 1 - int(q[-1]) < self.reach:
+            rest = a[int(q[-1]) + 1:].tobytes()
+            if len(rest) < self.reach and self.delimiter.startswith(rest):  # b"" at the very end, as with one byte
+                bad[-1], waiting = False, rest
+        return bad, waiting
+
+    def after_ok(self, seen: bytes) -> bool | None:
+        """Whether the bytes after a closing quote (`seen`, those known) make it well formed; None: not
+        known yet (all of them so far are the delimiter's first bytes)."""
+        if seen and self.table[seen[0]]:
+            return True
+        if len(seen) < self.reach and self.delimiter.startswith(seen):
+            return None
+        return seen.startswith(self.delimiter)
+
+    @staticmethod
+    def _bytes_at(a: np.ndarray, at: np.ndarray, head: bytes) -> np.ndarray:
+        """a[at], with a negative `at` in `head` (the bytes before `a`), -1 past either end."""
+        inside = (at >= 0) & (at < a.size)
+        got = np.where(inside, a[np.clip(at, 0, a.size - 1)].astype(np.int16), -1)
+        back = (at < 0) & (at >= -len(head))
+        if back.any():
+            h = np.frombuffer(head, dtype=np.uint8)
+            got[back] = h[at[back] + len(head)]
+        return got
 
 
 # -- parent: proven record boundaries --------------------------------------------------------------
@@ -143,11 +208,14 @@ class CutScanner:
         self.unit_bytes = unit_bytes
         self.dialect = dialect
         self.quoted = dialect.quoted
-        self.ok_near = _ok_near(dialect)
+        self.near = _Near(dialect)
         self.parity = 0           # quotes seen so far, mod 2
         self.offset = 0           # stream offset of the next block
-        self.prev = 10            # the byte before the next block (file start acts like a line start)
-        self.check_next = False   # the last block ended with a closing quote: the next byte is to be checked
+        self.head = b"\n"         # the last bytes before the next block (file start acts like a line start)
+        self.lead = b""           # the stream's first 3 bytes (a UTF-8 byte order mark?), once read
+        # the bytes after a closing quote that ended the blocks so far (its check waits for the next
+        # block: b"", or the first bytes of a delimiter of several), or None
+        self.after: bytes | None = None
         self.target = unit_bytes  # the next cut is the first proven record start at or after this
         self.stopped = False      # no cut from here on (too many stray quotes, or a record too long)
         self.anomaly = -1         # the stream offset of the stray quote cutting stopped at
@@ -192,22 +260,27 @@ class CutScanner:
     def _scan(self, block: bytes, cuts: list[int]) -> bytes | None:
         """Cuts of `block` (at self.offset) by quote parity, up to its first stray quote; then what
         follows that quote's record, for the caller to scan next (None: the block is done)."""
-        ok_near, parity, offset = self.ok_near, self.parity, self.offset
+        near, parity, offset = self.near, self.parity, self.offset
         a = np.frombuffer(block, dtype=np.uint8)
-        if self.check_next and not ok_near[a[0]]:  # the closing quote that ended the last block
-            return self._stray(block, -1, cuts)
+        if offset < 3:
+            self.lead = (self.lead[:offset] + block[:3])[:3]
+        waiting = None
+        if self.after is not None:  # the closing quote that ended the blocks before: what follows decides
+            seen = self.after + block[:near.reach]
+            ok = near.after_ok(seen)
+            if ok is False:
+                return self._stray(block, -1 - len(self.after), cuts)
+            if ok is None:  # all of this block is the delimiter's first bytes so far: no quote, no newline
+                waiting = seen
         anomaly = None
         q = _quote_positions(a, self.quoted)
-        self.check_next = False
+        self.after = waiting
         if q.size:
             closing = ((np.arange(q.size) + parity) & 1).astype(bool)
-            before = np.where(q > 0, a[q - 1], self.prev)
-            has_after = q + 1 < a.size
-            after = a[np.minimum(q + 1, a.size - 1)]
-            bad = (~closing & ~ok_near[before]) | (closing & has_after & ~ok_near[after])
+            bom = 3 - offset if offset <= 3 and self.lead == BOM else -1
+            bad, self.after = near.bad(a, q, closing, self.head, bom)
             if bad.any():
                 anomaly = int(q[int(np.argmax(bad))])
-            self.check_next = bool(closing[-1] and not has_after[-1])
         # the first newline outside quotes at or after each target, found with bytes.find from the
         # target on (a quoted newline: on from the next quote), not by listing every newline of the
         # block: 55 MB of CSV in 0.044 instead of 0.10 s
@@ -226,7 +299,8 @@ class CutScanner:
             return self._stray(block, anomaly, cuts)
         self._keep_tail(block, q, parity)
         self.parity = (parity + int(q.size)) & 1
-        self.prev = int(a[-1])
+        reach = near.reach
+        self.head = block[-reach:] if len(block) >= reach else (self.head + block)[-reach:]
         self.offset = offset + a.size
         return None
 
@@ -261,7 +335,7 @@ class CutScanner:
         nl = np.flatnonzero(a == 10)
         nl = nl[(np.searchsorted(_quote_positions(a, self.quoted), nl) & 1) == 0]
         start = int(nl[-1]) + 1 if nl.size else 0
-        end = _record_end(data, start, at, self.dialect)
+        end = _record_end(data, start, at, self.dialect, file_start=self.offset + start == 0)
         if end is None:  # the record goes on in the next block
             if len(data) - start > MAX_RESYNC_BYTES:
                 self.stopped, self.anomaly = True, self.offset + at
@@ -274,7 +348,8 @@ class CutScanner:
             cuts.append(self.offset + end)
             self.target = cuts[-1] + self.unit_bytes
         self.offset += end
-        self.parity, self.prev, self.check_next, self.tail = 0, data[end - 1], False, b""
+        # the record ends with a line end: what came before it cannot make a delimiter with what follows
+        self.parity, self.head, self.after, self.tail = 0, data[max(0, end - self.near.reach):end], None, b""
         return data[end:] or None
 
 
@@ -288,10 +363,11 @@ MAX_RESYNC_BYTES = 64 << 20
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\n|\r(?=[^\n]))")
 
 
-def _record_end(data: bytes, start: int, at: int, dialect: Dialect) -> int | None:
+def _record_end(data: bytes, start: int, at: int, dialect: Dialect, file_start: bool = False) -> int | None:
     """The end of the record holding byte `at`, as the csv module reads `data` from the record start
     `start`: its records one by one until one ends past `at`. None when the complete lines of `data` end
-    first (its end is in bytes not yet read)."""
+    first (its end is in bytes not yet read). `file_start`: `start` is the file's, whose byte order mark
+    the readers drop (_Lines), which decides whether a quote after it opens a quoted field."""
     pos, ran_out = start, False
 
     def lines():
@@ -299,8 +375,11 @@ def _record_end(data: bytes, start: int, at: int, dialect: Dialect) -> int | Non
         for m in _LINE.finditer(data, start):
             if m.start() != pos:  # an incomplete line (a \r at the very end) stops the complete ones
                 break
+            text = m.group().decode("utf-8", "replace")
+            if file_start and pos == start and text.startswith("\ufeff"):
+                text = text[1:]
             pos = m.end()
-            yield m.group().decode("utf-8", "replace")
+            yield text
         ran_out = True
 
     reader = _reader(lines(), dialect)
@@ -580,11 +659,12 @@ def _slow_rows(f, start: int, end: int, limit: int, dialect: Dialect, prefix: by
         yield lines.record_start, lines.record_bytes, row, lines.bad_utf8
 
 
-def _record_ends(a: np.ndarray, ok_near: np.ndarray, gather_fraction: float = 1 / 8, quoted: bool = True
+def _record_ends(a: np.ndarray, near: _Near, gather_fraction: float = 1 / 8, quoted: bool = True, bom: int = -1
                  ) -> tuple[np.ndarray, int | None]:
     """Ends (exclusive) of the complete records of a block that starts at a record start, and the
     position of the first byte that breaks the proof (a quote that is not well formed, or a lone \r
-    outside quotes, which ends a record where a \n-only split would not), or None.
+    outside quotes, which ends a record where a \n-only split would not), or None. `bom`: 3 when the
+    block is the file's start and a UTF-8 byte order mark begins it, else -1.
 
     Only newlines and CRs outside quotes matter. When the bytes outside quotes are at most
     `gather_fraction` of the block (quoted multi-line texts), only those bytes are looked at; listing
@@ -592,10 +672,9 @@ def _record_ends(a: np.ndarray, ok_near: np.ndarray, gather_fraction: float = 1 
     took 5.2 ms of the block's numpy time, this ~1.5 ms."""
     q = _quote_positions(a, quoted)
     closing = (np.arange(q.size) & 1).astype(bool)
-    inner = q + 1 < a.size  # a quote at the very end waits for the next block (it is in the carry)
-    before = np.where(q > 0, a[q - 1], 10)
-    after = a[np.minimum(q + 1, a.size - 1)]
-    bad = (~closing & ~ok_near[before]) | (closing & inner & ~ok_near[after])
+    # a closing quote at the very end (or before the first bytes of a delimiter of several) waits for the
+    # next block: no newline follows it here, so it is in the carry
+    bad, _ = near.bad(a, q, closing, b"\n", bom)
     anomaly = int(q[int(np.argmax(bad))]) if bad.any() else None
     # the stretches outside quotes: [0, q0), (q1, q2), ... and (q_last, end) after a closing quote
     lo = np.concatenate([[0], q[1::2] + 1])
@@ -720,7 +799,7 @@ def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=N
     block's proven records go to it whole and come back as one _Texts; records before it is ready
     (the header) and blocks it refuses are read the exact way. `stray_quote(offset, data, at)` is told
     of the first quote that is not well formed (stream offset; the block's bytes and its position there)."""
-    ok_near = _ok_near(dialect)
+    near = _Near(dialect)
     offset, carry, again, resynced, told = start, b"", False, None, False  # resynced: where the last resync was
     while True:
         chunk = b"" if again else f.read(READ_BLOCK)
@@ -731,7 +810,9 @@ def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=N
         again = False
         data = carry + chunk if carry else chunk
         a = np.frombuffer(data, dtype=np.uint8)
-        ends, anomaly = _record_ends(a, ok_near, quoted=dialect.quoted)
+        # at the file's start a quote right after a byte order mark opens a field: _Lines drops the mark
+        bom = 3 if offset == 0 and data[:3] == BOM else -1
+        ends, anomaly = _record_ends(a, near, quoted=dialect.quoted, bom=bom)
         starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
         keep = starts + offset < end if end >= 0 else np.ones(starts.size, dtype=bool)
         s_all, e_all = starts[keep], ends[keep]
@@ -763,7 +844,7 @@ def _iter_rows(f, start: int, end: int, limit: int, dialect: Dialect, columnar=N
             # costs a scan of the rest of the read (up to READ_BLOCK), so only where they are sparse: a
             # TSV with one every ~900 bytes took 0.80 instead of 0.52 s a unit doing 64 of them
             sparse = resynced is None or offset - resynced >= RESYNC_GAP
-            stop = _record_end(carry, 0, anomaly - consumed, dialect) if sparse else None
+            stop = _record_end(carry, 0, anomaly - consumed, dialect, file_start=offset == 0) if sparse else None
             if stop is not None and stop <= limit:
                 resynced = offset
                 yield from _slow_rows(io.BytesIO(), offset, end, limit, dialect, carry[:stop])
@@ -810,7 +891,9 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 self.arrow = ArrowColumn(dialect, header, _columns(unit, source, header, extract))
             return self.arrow(*block)
 
-    columnar = Columnar() if source.text_template is None else None
+    # pyarrow's CSV reader takes an ASCII delimiter only ("Expecting an ASCII character" for `§`, `│`):
+    # with another every block goes to the csv module whole-record (about half as fast), still exact
+    columnar = Columnar() if source.text_template is None and delimiter.isascii() else None
 
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)

@@ -307,6 +307,38 @@ def test_a_csv_with_another_delimiter_reads_with_source_delimiter(tmp_path, deli
         assert got == want
 
 
+def test_a_csv_with_a_wide_delimiter_or_a_bom_is_read_in_units_with_no_note(tmp_path):
+    """source.delimiter `│` (3 bytes in UTF-8) failed the plan with an IndexError, and `§` (2) the first
+    unit in pyarrow ("Expecting an ASCII character"); with `þ` (2), or a UTF-8 byte order mark before a
+    quoted header (Excel's "CSV UTF-8"), well-formed closing quotes were taken for stray ones, and the
+    run's note said to set source.quoting: none. Each, every field quoted, plain or .gz: the documents
+    of the comma file, several units on 2 workers, no note."""
+    texts = corpus_texts(400)
+    d = tmp_path / "d"
+    d.mkdir()
+
+    def write(name: str, sep: str, bom: bool = False) -> Path:
+        f = io.StringIO(newline="")
+        csv.writer(f, delimiter=sep, quoting=csv.QUOTE_ALL).writerows([("id", "text"), *enumerate(texts)])
+        (d / name).write_bytes((b"\xef\xbb\xbf" if bom else b"") + f.getvalue().encode())
+        return d / name
+
+    want = [doc.tolist() for doc in read_split(run(tmp_path, {"path": str(write("comma.csv", ","))}, "comma"), "train")]
+    assert len(want) == len(texts)
+    (d / "box.csv.gz").write_bytes(gzip.compress(write("box.csv", "\u2502").read_bytes()))
+    for name, sep in (("box.csv", "\u2502"), ("box.csv.gz", "\u2502"), ("section.csv", "\u00a7"),
+                      ("thorn.csv", "\u00fe"), ("bom.csv", ",")):
+        if not (d / name).exists():
+            write(name, sep, bom=name == "bom.csv")
+        recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / name), "delimiter": sep},
+                                   "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                                   "output": {"dir": str(tmp_path / "out" / name), "val_fraction": 0.0},
+                                   "num_workers": 2, "unit_bytes": 65536})
+        result = tokenize(recipe, show_progress=False)
+        assert [doc.tolist() for doc in read_split(result.out, "train")] == want
+        assert result.units_total > 2 and not result.notes
+
+
 def test_one_big_parquet_row_group_in_parts_gives_the_shards_of_many_row_groups(tmp_path):
     """pandas' and pyarrow's default: up to 1 Mi rows in one row group. Split by rows into units, on 2
     workers, with a val split: the documents of the same rows written as many small row groups, in

@@ -24,9 +24,9 @@ FIELD = st.text(alphabet=st.sampled_from(list('ab ,;|"\t\n\r\u00e9x')), max_size
 DIALECTS = st.sampled_from([Dialect(","), Dialect("\t"), Dialect(",", False), Dialect("\t", False)])
 
 
-def write_csv(rows, delimiter=",") -> bytes:
+def write_csv(rows, delimiter=",", quoting=csv.QUOTE_MINIMAL) -> bytes:
     f = io.StringIO(newline="")
-    csv.writer(f, delimiter=delimiter).writerows(rows)
+    csv.writer(f, delimiter=delimiter, quoting=quoting).writerows(rows)
     return f.getvalue().encode("utf-8")
 
 
@@ -46,7 +46,9 @@ def record_starts(data: bytes, delimiter: str) -> set[int]:
                 at_start = False
             line = lines.pop(0)
             offset += len(line)
-            return line.decode("utf-8", "replace")  # same length in lines, so the same record starts
+            text = line.decode("utf-8", "replace")  # same length in lines, so the same record starts
+            # the readers drop a UTF-8 byte order mark at the file start (Excel writes one)
+            return text[1:] if offset == len(line) and text.startswith("\ufeff") else text
     for _ in csv.reader(It(), delimiter=delimiter):
         at_start = True
     return starts
@@ -347,10 +349,9 @@ def test_record_ends_looking_only_outside_quotes_equals_listing_every_newline(pi
     """The two ways `_record_ends` finds newlines and CRs outside quotes agree on any bytes."""
     import numpy as np
     a = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-    ok_near = np.zeros(256, dtype=bool)
-    ok_near[[ord(dialect.delimiter), 10, 13, ord('"')]] = True
-    gathered = csv_reader._record_ends(a, ok_near, gather_fraction=1.0, quoted=dialect.quoted)
-    listed = csv_reader._record_ends(a, ok_near, gather_fraction=-1.0, quoted=dialect.quoted)
+    near = csv_reader._Near(dialect)
+    gathered = csv_reader._record_ends(a, near, gather_fraction=1.0, quoted=dialect.quoted)
+    listed = csv_reader._record_ends(a, near, gather_fraction=-1.0, quoted=dialect.quoted)
     assert gathered[0].tolist() == listed[0].tolist() and gathered[1] == listed[1]
 
 
@@ -614,3 +615,192 @@ def test_a_stray_quotes_record_is_parsed_from_its_start_blocks_before(tmp_path):
     assert len(units) > 10 and not bad
     assert texts == [r[2] for r in csv.reader(io.StringIO(data.decode(), newline=""))][1:]
     assert "runs on\n301,fake,row\nto here" in texts and "runs on\n601,fake,row\nto here" in texts
+
+
+# delimiters of 2 to 4 bytes in UTF-8, and characters that share a byte with one of them: `ç` (C3 A7) ends
+# in `§`'s last byte, `Â` (C3 82) in `│`'s, `─` (E2 94 80) starts with `│`'s first two, `¢` (C2 A2) with
+# `§`'s first
+WIDE = ["\u00a7", "\u00fe", "\u2502", "\U0001f600"]
+WIDE_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r\u00e7\u00c2\u2500\u00a2\u20ac\U0001f601') + WIDE),
+                     max_size=12)
+
+
+def greedy_cuts(truth: set[int], unit_bytes: int, size: int) -> list[int]:
+    """The cuts of a file whose every record start (`truth`) is proven: the first at or after each target."""
+    cuts, target = [], unit_bytes
+    for start in sorted(truth):
+        if start >= target and start < size:
+            cuts.append(start)
+            target = start + unit_bytes
+    return cuts
+
+
+def csv_text(data: bytes, delimiter: str, column: int = 1) -> list[str]:
+    """The column of every row after the header, as Python's csv module reads the file (no BOM)."""
+    rows = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), delimiter=delimiter)
+    return [r[column] for r in rows][1:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(WIDE_FIELD, WIDE_FIELD), min_size=1, max_size=30), WIDE_FIELD,
+       st.sampled_from([*WIDE, ","]), st.booleans(), st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]),
+       st.integers(1, 64))
+def test_a_wide_delimiter_or_a_byte_order_mark_leaves_every_record_start_proven(
+        tmp_path_factory, rows, name, delimiter, bom, quoting, unit_bytes):
+    """source.delimiter `§`, `þ` (2 bytes in UTF-8), `│` (3), an emoji (4), and a file that starts with a
+    UTF-8 byte order mark before a quoted header (`\ufeff"id","text"`, as Excel writes). `│` failed the
+    plan with an IndexError; with `§` or `þ` a closing quote before the delimiter (0xC2 or 0xC3 after it,
+    not the table's one byte) and with the BOM the header's first quote were stray quotes: parsed past
+    one by one, up to MAX_RESYNCS, then the rest of the file was one unit, and the run's note said to set
+    source.quoting: none, wrong for such a file. Well-formed CSV: every record start is proven, so the
+    cuts are the first record start at or after each target, whatever the blocks, and the units read
+    the csv module's rows with no notice."""
+    assume(delimiter != "," or bom)
+    data = (b"\xef\xbb\xbf" if bom else b"") + write_csv([(name, "text"), *rows], delimiter, quoting)
+    greedy = greedy_cuts(record_starts(data, delimiter), unit_bytes, len(data))
+    for block in (1, 2, 3, 5, len(data)):  # a delimiter's bytes and the BOM straddling blocks change nothing
+        scan = csv_reader.CutScanner(unit_bytes, Dialect(delimiter))
+        cuts = [c for i in range(0, len(data), block) for c in scan.feed(data[i:i + block])]
+        assert [c for c in cuts if c < len(data)] == greedy
+        assert scan.resyncs == 0 and not scan.stopped  # no quote taken for a stray one
+    path = tmp_path_factory.mktemp("w") / "w.csv"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), delimiter=delimiter, max_record_bytes=None)
+    units = csv_reader.plan(source, 0, [str(path)], unit_bytes)
+    assert [u.start for u in units] == [0, *greedy]
+    texts, bad, notices = read_notices(path, source, unit_bytes)
+    assert texts == csv_text(data, delimiter) and not bad and not any(notices)
+    old = csv_reader.READ_BLOCK
+    csv_reader.READ_BLOCK = 3  # a worker's reads end inside the delimiter, the BOM, after a closing quote
+    try:
+        assert read_notices(path, source, unit_bytes) == (texts, [], [{}] * len(units))
+    finally:
+        csv_reader.READ_BLOCK = old
+    templated = SourceConfig(path=str(path), delimiter=delimiter, max_record_bytes=None, text_template="{text}")
+    assert read_notices(path, templated, unit_bytes) == (texts, [], [{}] * len(units))
+
+
+WIDE_PIECE = st.one_of(CSV_PIECE, PIECE, st.sampled_from(["\u00e7", "\u00c2", "\u2500", "\u00a2"]).map(str.encode))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WIDE_PIECE, max_size=40), st.integers(1, 23), st.integers(3, 60), st.sampled_from(WIDE), st.booleans(),
+       st.booleans())
+def test_fast_record_path_equals_the_exact_line_path_with_a_wide_delimiter_or_a_bom(pieces, block, limit, delimiter,
+                                                                                   quoted, bom):
+    """As test_fast_record_path_equals_the_exact_line_path_on_any_input, with a delimiter of several bytes
+    (its bytes, a closing quote's next ones, split across reads) and a byte order mark or none."""
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"".join(p.replace(b",", delimiter.encode()) for p in pieces)
+    dialect = Dialect(delimiter, quoted)
+    old = csv_reader.READ_BLOCK
+    csv_reader.READ_BLOCK = block
+    try:
+        fast = list(csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, dialect))
+        exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
+    finally:
+        csv_reader.READ_BLOCK = old
+    assert fast == exact
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(WIDE_PIECE, max_size=40),
+       st.sampled_from(WIDE), st.booleans(), st.integers(1, 40), st.sampled_from([1, 2, 3, 16, 1 << 20]))
+def test_cuts_with_a_wide_delimiter_or_a_bom_are_record_starts_on_any_bytes(tmp_path_factory, pieces, delimiter, bom,
+                                                                           unit_bytes, scan_block):
+    """On any bytes (stray quotes, bytes shared with the delimiter, invalid UTF-8, lone CRs), with a
+    delimiter of several bytes and a byte order mark or none: every cut is a record start of a sequential
+    csv module read (which drops the BOM), the cuts do not depend on the blocks, and a read in units gives
+    the rows of one read."""
+    wide = delimiter.encode()
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"".join(p.replace(b",", wide) for p in pieces)
+    assume(not csv_reader._CSV_REFUSES_NUL or b"\x00" not in data)
+    truth = record_starts(data, delimiter) | {len(data)}
+    old = csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE
+    try:
+        csv_reader.SCAN_BLOCK = 1 << 20
+        whole = csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter))
+        csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE = scan_block, scan_block
+        blocks = csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter))
+    finally:
+        csv_reader.SCAN_BLOCK, csv_reader.SCAN_PIECE = old
+    assert blocks == whole and set(whole) <= truth
+    path = tmp_path_factory.mktemp("s") / "s.csv"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + b"id" + wide + b"text\n" + data[3 if bom else 0:])
+    source = SourceConfig(path=str(path), delimiter=delimiter, max_record_bytes=None)
+    one, cut = read_all(path, source, 1 << 30), read_all(path, source, unit_bytes)
+    assert cut[1:3] == one[1:3]  # texts and positions
+    assert [(b["reason"], b["position"]) for b in cut[3]] == [(b["reason"], b["position"]) for b in one[3]]
+
+
+def test_every_byte_of_a_wide_delimiter_is_checked_not_one(tmp_path):
+    """A rule on one byte of the delimiter is not enough: with `§` (C2 A7), `ç"` (C3 A7 22) passed as a
+    quote after a delimiter, and with `│` (E2 94 82), `"─` (22 E2 94 80) as one before a delimiter and
+    `Â"` (C3 82 22) as one after; the csv module reads those quotes as text, so quote parity flipped and
+    a cut fell inside a quoted field (its lines read as records, or a parse error). Only the delimiter's
+    every byte makes a quote well formed."""
+    fill = "".join(f"{i}{{d}}row {i}\n" for i in range(40))
+    for delimiter, trap in (("\u00a7", '1{d}\u00e7"\n2{d}"\nx \u00e7"\n3{d}y\n'),
+                            ("\u2502", '1{d}"a"\u2500\u00c2"\n2{d}"\nx"\n3{d}y\n')):
+        data = ("id{d}text\n" + fill + trap + fill).replace("{d}", delimiter).encode()
+        truth = record_starts(data, delimiter) | {len(data)}
+        assert data.index(b"\nx") + 1 not in truth  # the trap: a line inside a quoted field
+        for unit_bytes in range(1, 200, 3):
+            assert set(csv_reader.record_cuts(io.BytesIO(data), unit_bytes, Dialect(delimiter))) <= truth
+        path = tmp_path / "t.csv"
+        path.write_bytes(data)
+        source = SourceConfig(path=str(path), delimiter=delimiter)
+        for unit_bytes in range(8, 400, 11):
+            units, texts, _, bad = read_all(path, source, unit_bytes)
+            assert texts == csv_text(data, delimiter) and not bad
+            assert len(units) > len(data) // unit_bytes // 2  # cut all along (the trap is one stray quote)
+
+
+def test_a_byte_order_mark_before_a_quoted_header_is_the_file_start(tmp_path):
+    """`\ufeff"text","id"` (Excel's "CSV UTF-8"): the quote after the BOM opens the header's first field,
+    as the csv module reads it once the BOM is dropped, so the file is cut as without a BOM, no notice
+    says to set source.quoting: none, and the column is `text`, not `\ufefftext`. A stray quote in the
+    header's record is parsed from the file start without the BOM too: in `\ufeff"a\n" x,text` the second
+    quote closes the field the first opened; read with the BOM, the first was text and the second opened a
+    field over the next lines, and the record's end, a cut, fell inside a later record."""
+    rows = [(f'line {i}, "quoted"\nsecond', i) for i in range(2000)]
+    data = b"\xef\xbb\xbf" + write_csv([("text", "id"), *rows], ",", csv.QUOTE_ALL)
+    path = tmp_path / "b.csv"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path))  # text_field: text, the first column
+    units = csv_reader.plan(source, 0, [str(path)], 1 << 12)
+    assert [u.start for u in units] == [0, *greedy_cuts(record_starts(data, ","), 1 << 12, len(data))]
+    assert len(units) > 10
+    texts, bad, notices = read_notices(path, source, 1 << 12)
+    assert texts == [t for t, _ in rows] == csv_text(data, ",", 0) and not bad and not any(notices)
+    odd = b'\xef\xbb\xbf"a\n" x,text\n1,one\n2,"x\ny"\n'
+    truth = record_starts(odd, ",") | {len(odd)}
+    assert truth == {0, odd.index(b"1,"), odd.index(b"2,"), len(odd)}
+    for unit_bytes in range(1, 30):
+        for block in (1, 4, 1 << 20):
+            scan = csv_reader.CutScanner(unit_bytes, Dialect(","))
+            cuts = [c for i in range(0, len(odd), block) for c in scan.feed(odd[i:i + block])]
+            assert set(cuts) <= truth
+    path.write_bytes(odd)
+    for unit_bytes in (1, 8, 1 << 20):
+        units, texts, _, bad = read_all(path, SourceConfig(path=str(path)), unit_bytes)
+        assert texts == ["one", "x\ny"] == csv_text(odd, ",") and not bad
+
+
+def test_a_compressed_csv_with_a_wide_delimiter_or_a_bom_is_cut_as_the_plain_file(tmp_path):
+    """The spooler cuts a .zst CSV with the same scan (CutScanner) on its decompressed stream: with `│`
+    or a BOM before a quoted header, at the plain file's cuts, every record read once."""
+    import zstandard
+    rows = [(i, f'line {i}, "q"\u2502\n\u00e7\u2500 ' + "x" * (i % 40)) for i in range(1500)]
+    for delimiter, bom in (("\u2502", False), ("\u2502", True), (",", True)):
+        data = (b"\xef\xbb\xbf" if bom else b"") + write_csv([("id", "text"), *rows], delimiter, csv.QUOTE_ALL)
+        plain, packed = tmp_path / "c.csv", tmp_path / "c.csv.zst"
+        plain.write_bytes(data)
+        packed.write_bytes(zstandard.ZstdCompressor().compress(data))
+        source = SourceConfig(path=str(plain), delimiter=delimiter)
+        plain_units = csv_reader.plan(source, 0, [str(plain)], 1 << 13)
+        units = csv_reader.plan(source, 0, [str(packed)], 1 << 13)
+        _, got = read_spooled(csv_reader, source, units, tmp_path / f"spool{delimiter}{bom}", 7,
+                              csv_dialects={0: Dialect(delimiter)})
+        assert [t for _, ts, _, _ in got for t in ts] == [r[1] for r in rows] == csv_text(data, delimiter)
+        assert not any(rejects for *_, rejects in got)
+        assert len(plain_units) > 5 and [base for base, *_ in got][:len(plain_units)] == [u.start for u in plain_units]
