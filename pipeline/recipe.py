@@ -258,7 +258,7 @@ class SourceConfig:
     field=...)`. Each file is then read whole, as one unit."""
     delimiter: str | None = None
     """csv or tsv: the field delimiter, one character (`;` for the CSV that Excel writes where the decimal
-    mark is a comma, `|`); None: `,` for csv, a tab for tsv."""
+    mark is a comma, `|`, or any other: `§`, `│`); None: `,` for csv, a tab for tsv."""
     columns: list[str] | None = None
     """csv or tsv without a header row (Tatoeba's sentences file, a `psql` export): the names of its
     columns, in order; the first row is then data. None: the first row is the header."""
@@ -342,6 +342,12 @@ class SourceConfig:
                                            or self.delimiter in '"\r\n'):
             raise PrepError(f"{where}.delimiter: only for format csv or tsv, one character other than a quote or a "
                             f"line end, such as ';' or '|' (got {self.delimiter!r} for format {fmt})")
+        if self.delimiter is not None and "\ud800" <= self.delimiter <= "\udfff":
+            # a byte that was not UTF-8 in --set (Python keeps it as a lone surrogate), e.g. `§` typed in Latin-1:
+            # no UTF-8 text holds one, and the reader could not look for it
+            raise PrepError(f"{where}.delimiter: {self.delimiter!r} is a lone surrogate, not a character of UTF-8 "
+                            "text (a byte that was not UTF-8 on the command line?); give the character itself in "
+                            "UTF-8, such as '§' or '│'")
         if self.columns is not None and (fmt not in ("csv", "tsv") or not self.columns
                                          or not all(isinstance(c, str) and c for c in self.columns)
                                          or len(set(self.columns)) != len(self.columns)):

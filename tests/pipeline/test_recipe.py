@@ -97,6 +97,10 @@ def test_delimiter_is_one_character_for_csv_and_absent_from_older_recipes_conten
     for path, delimiter in [("a.jsonl", ";"), ("a.csv", ";;"), ("a.csv", '"'), ("a.csv", "\n"), ("a.csv", "")]:
         with pytest.raises(PrepError, match=r"source\.delimiter: only for format csv or tsv, one character"):
             Recipe.from_dict({**BASE, "source": {"path": path, "delimiter": delimiter}})
+    for wide in ("\u00a7", "\u00fe", "\u2502", "\U0001f600"):  # 2, 2, 3 and 4 bytes in UTF-8: read (test_reader_csv)
+        assert Recipe.from_dict({**BASE, "source": {"path": "a.csv", "delimiter": wide}}).sources[0].delimiter == wide
+    with pytest.raises(PrepError, match=r"source\.delimiter: '\\udca7' is a lone surrogate, not a character of UTF-8"):
+        Recipe.from_dict({**BASE, "source": {"path": "a.csv", "delimiter": "\udca7"}})  # --set with a Latin-1 byte
 
 
 def test_columns_name_a_headerless_csvs_columns_and_are_absent_from_older_recipes_content():
