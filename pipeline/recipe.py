@@ -491,7 +491,7 @@ class OutputConfig:
     val_fraction: float = 0.0005
     """Fraction of documents routed to the `val` split by a stable hash of (seed, source, position)."""
     seed: int = 2357
-    """Seed of the train/val hash."""
+    """Seed of the train/val hash: any integer (taken modulo 2^64)."""
     storage_options: dict = field(default_factory=dict)
     """fsspec options for a URL `dir` (e.g. `endpoint_url`, `key`, `secret`); never stored in the manifest."""
     local_dir: str | None = None

@@ -36,7 +36,6 @@ __all__ = ["WorkerContext", "process_unit", "val_mask", "rejects_name", "SPLITS"
 SPLITS = ("train", "val")
 FILTERED = {"too_short", "too_long"}  # records that had a text, dropped by min_chars/max_chars
 REPORT_BYTES = 1 << 20  # a group of small files reports its read bytes to the progress bar in steps of this
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
@@ -56,12 +55,15 @@ def val_mask(seed: int, source: int, file_index: int | np.ndarray, positions: np
     if val_fraction <= 0 or positions.size == 0:
         return np.zeros(positions.size, dtype=bool)
     with np.errstate(over="ignore"):
+        # masked as Python ints, before numpy sees them: a seed from ~1.8e7 up (20240101) or below 0 made
+        # a key over 2^64 or negative, an OverflowError in np.array. Below that the mask changes nothing,
+        # so every seed that worked keeps its split.
         base = (seed * 1_000_003 + source) * 1_000_003
         if np.ndim(file_index):  # the scalar form's key for each file, then one per document
             files, which = np.unique(file_index, return_inverse=True)
-            key = _mix64(np.array([base + int(f) for f in files], dtype=np.uint64) & _M64)[which]
+            key = _mix64(np.array([(base + int(f)) % 2**64 for f in files], dtype=np.uint64))[which]
         else:
-            key = _mix64(np.array([base + file_index], dtype=np.uint64) & _M64)
+            key = _mix64(np.array([(base + int(file_index)) % 2**64], dtype=np.uint64))
         h = _mix64(positions.astype(np.uint64) ^ key)
     # compare on the top 53 bits, where a float64 threshold is exact
     return (h >> np.uint64(11)) < np.uint64(int(val_fraction * (1 << 53)))
