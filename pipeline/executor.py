@@ -98,14 +98,38 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, 
 
 
 def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
-    """Never write into a non-empty directory that no prep run created (before the lock makes .prep).
-    A run is known by its manifest, plan or journal: a bare `.prep/` (another tool's, or a run killed
-    before its plan) does not make the files beside it ours."""
+    """Never write into, nor with --overwrite empty, a non-empty directory that no prep run created
+    (before the lock makes .prep): --overwrite replaces a dataset or a run, nothing else. A run is
+    known by its manifest, plan or journal: a bare `.prep/` (another tool's, or a run killed before
+    its plan) does not make the files beside it ours."""
     ours = (out / MANIFEST_NAME).exists() or state.plan_path.exists() or state.journal_path.exists()
-    if (not overwrite and not ours and out.is_dir()
-            and any(child.name != state.dir.name for child in out.iterdir())):
-        raise PrepError(f"{out}: exists, is not empty and is not a prep output; choose another --output, "
-                        "or pass --overwrite to replace its contents")
+    if ours or not out.is_dir():
+        return
+    other = next((child for child in sorted(out.iterdir()) if child.name != state.dir.name), None)
+    if other is None:
+        return
+    if overwrite:  # it once deleted a directory of notes and the run's own corpus, then died reading it
+        raise PrepError(f"{out}: is not a prep output (it holds {other.name} and no manifest.json or run state); "
+                        "--overwrite replaces only a prep dataset or run: choose another --output, or empty it "
+                        "yourself")
+    raise PrepError(f"{out}: exists, is not empty and is not a prep output (it holds {other.name}); choose "
+                    "another --output")
+
+
+def _refuse_deleting_what_the_run_reads(out: Path, paths: list[str]) -> None:
+    """--overwrite empties `out`: refused when that would delete an input file or the tokenizer
+    (files inside `out` are left out of the plan only when a source's directory or glob holds it)."""
+    root = os.path.join(os.path.realpath(out), "")
+    real_dirs: dict[str, str] = {}  # realpath per parent directory: 100,000 inputs sit in a few
+    for path in paths:
+        if is_url(path) or not os.path.exists(path):  # a hub id, tiktoken:<name>, a URL
+            continue
+        parent, name = os.path.split(os.path.abspath(path))
+        if parent not in real_dirs:
+            real_dirs[parent] = os.path.join(os.path.realpath(parent), "")
+        if (real_dirs[parent] + name).startswith(root):
+            raise PrepError(f"{out}: --overwrite would delete {path}, which this run reads; move it out of {out}, "
+                            "or choose another --output")
 
 
 @contextmanager
@@ -139,11 +163,14 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
              show_progress: bool = True, console=None) -> TokenizeResult:
     t0 = time.perf_counter()
     trace.event("tokenize")
-    if is_url(str(output or recipe.output.dir)):  # stage locally, upload shards, manifest last
+    target = str(output if output is not None else recipe.output.dir)
+    if not target.strip():  # `-o "$OUT"` with OUT unset was Path("") == ".": --overwrite wiped the cwd
+        raise PrepError("output.dir: empty; name the output directory (--output DIR or output.dir in the recipe)")
+    if is_url(target):  # stage locally, upload shards, manifest last
         from pipeline.remote import tokenize_to_url
-        return tokenize_to_url(recipe, str(output or recipe.output.dir), num_workers=num_workers,
+        return tokenize_to_url(recipe, target, num_workers=num_workers,
                                overwrite=overwrite, show_progress=show_progress, console=console)
-    out = Path(local_path(str(output or recipe.output.dir)))  # file:///x is /x (was a directory named "file:")
+    out = Path(local_path(target))  # file:///x is /x (was a directory named "file:")
     if (num_workers or recipe.resolved_num_workers()) > 1:
         warm_forkserver(recipe)
     spec = load_tokenizer(recipe.tokenizer)
@@ -157,6 +184,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     workers = max(1, min(num_workers or recipe.resolved_num_workers(), len(units)))
     state = RunState(out)
     _refuse_foreign(out, state, overwrite)
+    if overwrite:
+        _refuse_deleting_what_the_run_reads(out, [*inputs, recipe.tokenizer.path])
     if out.exists() and not out.is_dir():
         raise PrepError(f"output.dir: {out} is a file, not a directory; choose another --output")
     try:

@@ -225,6 +225,36 @@ def test_refuses_foreign_nonempty_output(tmp_path, demo_tokenizer, with_bare_sta
     assert {p.name for p in (tmp_path / "out").iterdir()} <= {"precious.txt", ".prep"}
 
 
+def test_overwrite_replaces_only_prep_output_and_never_what_the_run_reads(tmp_path, demo_tokenizer, monkeypatch):
+    """--overwrite once emptied any directory: one of notes holding the run's own corpus (deleted, then
+    a FileNotFoundError traceback), and with `-o ""` (an unset $OUT) the current directory."""
+    import shutil
+    texts = demo_texts(20)
+    data = tmp_path / "data"
+    corpus = write_jsonl(data / "c.jsonl", texts)
+    (data / "notes.txt").write_text("keep me")
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=data)
+    code, output = run_cli("--recipe", recipe, "--overwrite")
+    assert code == 1 and "is not a prep output" in output and "--overwrite replaces only" in output, output
+    assert sorted(p.name for p in data.iterdir()) == ["c.jsonl", "notes.txt"]
+
+    monkeypatch.chdir(data)
+    code, output = run_cli("--recipe", recipe, "--output", "", "--overwrite")
+    assert code == 1 and "output.dir: empty" in output, output
+    assert sorted(p.name for p in data.iterdir()) == ["c.jsonl", "notes.txt"]
+
+    out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out")  # a prep dataset, then inputs put in it
+    inside = out / "c.jsonl"
+    shutil.copy(corpus, inside)
+    tok_inside = out / "tok.json"
+    shutil.copy(demo_tokenizer, tok_inside)
+    for corpus_at, tok_at, named in [(inside, demo_tokenizer, inside), (corpus, tok_inside, tok_inside)]:
+        again = write_recipe(tmp_path / "r2.yaml", corpus=corpus_at, tokenizer=tok_at, out=out, output__seed=5)
+        code, output = run_cli("--recipe", again, "--overwrite")
+        assert code == 1 and f"--overwrite would delete {named}, which this run reads" in " ".join(output.split())
+        assert inside.exists() and tok_inside.exists() and (out / "manifest.json").exists()
+
+
 def test_a_run_killed_before_its_plan_leaves_an_output_that_a_rerun_takes(tmp_path, demo_tokenizer):
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
     (tmp_path / "out" / ".prep").mkdir(parents=True)
