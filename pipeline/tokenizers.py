@@ -498,8 +498,9 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
         raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({e})") from None
     _make_plain(tok)
     special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
-    eos = _pick(cfg.eos_token or named.get("eos_token"), special, EOS_CANDIDATES, "eos_token", cfg, tok)
-    bos = _pick(cfg.bos_token or named.get("bos_token"), special, BOS_CANDIDATES, "bos_token", cfg, tok)
+    needs = _BOUNDARY_NEEDS[cfg.boundary]
+    eos = _pick(cfg.eos_token, special, EOS_CANDIDATES, "eos_token", cfg, tok, named.get("eos_token"), "eos" in needs)
+    bos = _pick(cfg.bos_token, special, BOS_CANDIDATES, "bos_token", cfg, tok, named.get("bos_token"), "bos" in needs)
     vocab = tok.get_vocab_size(with_added_tokens=True)
     max_id = max([vocab - 1, *special.values()])
     spec = TokenizerSpec(cfg.path, "hf", definition, sha, max_id + 1, cfg.boundary, bos, eos,
@@ -679,11 +680,21 @@ def _config_tokens(folder: Path | None) -> dict:
     return out
 
 
-def _pick(given, special: dict, candidates, key: str, cfg: TokenizerConfig, tok=None) -> int | None:
+def _pick(given, special: dict, candidates, key: str, cfg: TokenizerConfig, tok=None, named: str | None = None,
+          needed: bool = True) -> int | None:
+    """The id of `given` (tokenizer.<key>), else of `named` (tokenizer_config.json's), else of the
+    first candidate among the special tokens. A token the config names that is not in the vocabulary
+    is an error only when the boundary uses it: a config's unused `bos_token: <s>` once refused a
+    boundary-eos run, naming tokenizer.bos_token, a key the user never set."""
+    if given is None and named is not None:
+        tid = _token_id(named, special, tok)
+        if tid is not None:
+            return tid
+        if needed:
+            raise PrepError(f"tokenizer.{key}: {named!r}, named by the tokenizer_config.json beside {cfg.path}, is "
+                            f"not a token of it; set tokenizer.{key} to the string of one that is")
     if given is not None:
-        tid = special.get(given)
-        if tid is None and tok is not None:
-            tid = tok.token_to_id(given)
+        tid = _token_id(given, special, tok)
         if tid is None:
             raise PrepError(f"tokenizer.{key}: {given!r} is not a token of {cfg.path}")
         return tid
@@ -693,9 +704,16 @@ def _pick(given, special: dict, candidates, key: str, cfg: TokenizerConfig, tok=
     return None
 
 
+def _token_id(text: str, special: dict, tok) -> int | None:
+    tid = special.get(text)
+    return tok.token_to_id(text) if tid is None and tok is not None else tid
+
+
+_BOUNDARY_NEEDS = {"eos": ["eos"], "bos": ["bos"], "both": ["bos", "eos"], "none": []}
+
+
 def _finish(spec: TokenizerSpec, cfg: TokenizerConfig) -> TokenizerSpec:
-    needs = {"eos": ["eos"], "bos": ["bos"], "both": ["bos", "eos"], "none": []}[cfg.boundary]
-    for which in needs:
+    for which in _BOUNDARY_NEEDS[cfg.boundary]:
         if getattr(spec, f"{which}_id") is None:
             raise PrepError(f"tokenizer.boundary: {cfg.boundary} needs a {which.upper()} token, and none was "
                             f"found in {cfg.path}; set tokenizer.{which}_token to its string, or boundary: none")

@@ -1,0 +1,45 @@
+"""bos_token / eos_token named by a tokenizer_config.json beside the tokenizer.json."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pipeline.errors import PrepError
+from pipeline.recipe import TokenizerConfig
+from pipeline.tokenizers import load_tokenizer
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREP_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def folder(tmp_path, demo_tokenizer, **config):
+    d = tmp_path / "tok"
+    d.mkdir()
+    shutil.copy(demo_tokenizer, d / "tokenizer.json")
+    (d / "tokenizer_config.json").write_text(json.dumps(config))
+    return d
+
+
+def test_a_token_the_boundary_does_not_use_may_be_missing(tmp_path, demo_tokenizer):
+    """An unused `bos_token: <s>` not in the vocabulary once refused a boundary-eos run, naming
+    tokenizer.bos_token, a key the user never set."""
+    d = folder(tmp_path, demo_tokenizer, eos_token="<|endoftext|>", bos_token="<s>")
+    spec = load_tokenizer(TokenizerConfig(path=str(d), boundary="eos"))
+    assert spec.eos_id == 0
+    with pytest.raises(PrepError, match=r"^tokenizer\.bos_token: '<s>', named by the tokenizer_config\.json beside .*"
+                                        r"tok, is not a token of it; set tokenizer\.bos_token"):
+        load_tokenizer(TokenizerConfig(path=str(d), boundary="bos"))
+    spec = load_tokenizer(TokenizerConfig(path=str(d), boundary="both", bos_token="<|endoftext|>"))
+    assert (spec.bos_id, spec.eos_id) == (0, 0)  # the recipe's own setting wins over the config's
+
+
+def test_the_configs_token_is_used_when_it_is_in_the_vocabulary(tmp_path, demo_tokenizer):
+    vocab = json.loads(demo_tokenizer.read_text())["model"]["vocab"]
+    word, wid = next((w, i) for w, i in vocab.items() if i > 100)
+    d = folder(tmp_path, demo_tokenizer, eos_token=word)
+    assert load_tokenizer(TokenizerConfig(path=str(d), boundary="eos", backend="hf")).eos_id == wid
