@@ -20,6 +20,7 @@ and `iter_batches(unit, source, bad, batch_docs) -> Iterator[DocBatch]` (worker)
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from dataclasses import replace
 
@@ -27,6 +28,8 @@ from pipeline.errors import PrepError
 from pipeline.readers import base
 from pipeline.readers.base import BadRecords, DocBatch, WorkUnit
 from pipeline.recipe import Recipe, is_url, local_path
+
+log = logging.getLogger("prep")
 
 __all__ = ["get_reader", "plan_units", "auto_unit_bytes", "group_small_files", "WorkUnit", "DocBatch", "BadRecords",
            "READER_MODULES"]
@@ -172,7 +175,7 @@ def _files(source, output_dir: str) -> list[str]:
     manifest.json and rejects.jsonl as JSON input, and `--overwrite` then died deleting them."""
     if source.resolved_format() == "hf":
         return source.paths()
-    files = source.expand_files(base.planning_sizes())
+    files = _without_datasets(source.expand_files(base.planning_sizes()), source.storage_options)
     if is_url(output_dir):
         return files
     out = os.path.join(os.path.abspath(local_path(output_dir)), "")
@@ -181,6 +184,35 @@ def _files(source, output_dir: str) -> list[str]:
     if not any(out.startswith(os.path.join(os.path.abspath(_fixed_part(p)), "")) for p in source.paths() if not is_url(p)):
         return files
     return [f for f in files if not os.path.abspath(local_path(f)).startswith(out)]
+
+
+def _without_datasets(files: list[str], storage_options: dict | None) -> list[str]:
+    """`files` less those inside a prep dataset that a directory or glob source also lists (another
+    run's output under the corpus directory: its manifest.json was read as a JSON object, a
+    SchemaError advising records_field, and its rejects.jsonl as input). A dataset is known by a
+    manifest.json that prep wrote; only files named so are opened (one pass over the names)."""
+    homes = [os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.json"]
+    datasets = [os.path.join(d, "") for d in homes
+                if _is_prep_manifest(os.path.join(d, "manifest.json"), storage_options)]
+    if not datasets:
+        return files
+    for d in datasets:
+        log.warning("%s: a prep dataset inside the source; its files are not read as input", d)
+    return [f for f in files if not f.startswith(tuple(datasets))]
+
+
+def _is_prep_manifest(path: str, storage_options: dict | None) -> bool:
+    import json
+    try:
+        with base.open_raw(path, storage_options) as f:
+            head = json.loads(f.read(MANIFEST_MAX_BYTES))
+    except Exception:  # not JSON, not readable, bigger than a manifest: input, as before
+        return False
+    return isinstance(head, dict) and "splits" in head and str(head.get("created_by", "")).startswith("prep")
+
+
+# 100,000 shards make a ~15 MB manifest.json; a JSON file bigger than this is input, not one
+MANIFEST_MAX_BYTES = 64 << 20
 
 
 def _fixed_part(path: str) -> str:

@@ -466,6 +466,23 @@ def test_an_output_inside_the_source_directory_is_not_read_back(tmp_path, demo_t
     assert decoded_docs(out, demo_tokenizer) == first == [t for t in texts if t]
 
 
+def test_another_runs_dataset_inside_the_source_directory_is_not_input(tmp_path, demo_tokenizer):
+    """A second dataset from the same directory (`-o data/tok2` after `-o data/tok`) once failed:
+    data/tok/manifest.json was read as a JSON object (set records_field), rejects.jsonl as input."""
+    texts = demo_texts(40)
+    d = tmp_path / "data"
+    write_jsonl(d / "a.jsonl", texts)
+    (d / "a.jsonl").write_text((d / "a.jsonl").read_text() + "not json\n")  # a reject: rejects.jsonl
+    (d / "notes").mkdir()
+    (d / "notes" / "manifest.json").write_text(json.dumps({"text": "a user's file of that name"}) + "\n")
+    first = tokenize(tmp_path, d, demo_tokenizer, d / "tok", output__val_fraction=0.0)
+    assert (first / "rejects.jsonl").exists()
+    second = tokenize(tmp_path, d, demo_tokenizer, d / "tok2", output__val_fraction=0.0)
+    want = [t for t in texts if t] + ["a user's file of that name"]  # a manifest.json prep did not write is input
+    assert sorted(decoded_docs(second, demo_tokenizer)) == sorted(want)
+    assert read_manifest(second).splits["train"].num_docs == read_manifest(first).splits["train"].num_docs
+
+
 def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
     texts = demo_texts(50)
     corpus = write_jsonl(tmp_path / "c.jsonl", texts)
