@@ -86,7 +86,7 @@ def parse_template(template: str, where: str = "text_template") -> tuple[list[st
         parsed = list(string.Formatter().parse(template))
     except ValueError as e:
         raise PrepError(f"{where}: {template!r} is not a valid template ({e}); write fields as {{name}} and "
-                        "literal braces as {{{{ }}}}") from None
+                        "literal braces as {{ }}") from None  # this half is no f-string: its braces are as printed
     for literal, name, spec, conversion in parsed:
         out.append(literal.replace("{", "{{").replace("}", "}}"))
         if name is None:

@@ -46,6 +46,12 @@ def test_reader_keys_are_checked(patch, message):
     assert message in str(e.value)
 
 
+def test_a_template_error_shows_literal_braces_as_they_are_written():
+    with pytest.raises(PrepError) as e:
+        Recipe.from_dict(with_source(text_template="{a} }"))
+    assert str(e.value).endswith("write fields as {name} and literal braces as {{ }}"), str(e.value)
+
+
 def test_formats_are_inferred_from_suffixes():
     for path, fmt in [("a.csv.gz", "csv"), ("a.tsv", "tsv"), ("a.parquet", "parquet"), ("d/*.txt", "text"),
                       ("a.jsonl.zst", "jsonl"), ("s3://b/x/*.parquet", "parquet"), ("a.jsonl.bz2", "jsonl"),
