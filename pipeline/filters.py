@@ -94,6 +94,7 @@ def parse_template(template: str, where: str = "text_template") -> tuple[list[st
         if not name or name.isdigit() or "[" in name:
             raise PrepError(f"{where}: field {{{name}}} in {template!r}: name a record field, e.g. {{title}} "
                             "or {meta.title}")
+        _check_spec(name, spec, conversion, template, where)
         if name not in fields:
             fields.append(name)
         out.append("{" + str(fields.index(name)) + (f"!{conversion}" if conversion else "")
@@ -103,14 +104,62 @@ def parse_template(template: str, where: str = "text_template") -> tuple[list[st
     return fields, "".join(out)
 
 
+# what a template's field can hold (TextExtractor takes these; a bool, null, list or object is a reject)
+_FIELD_SAMPLES = ("", 0, 0.0)
+
+
+def _check_spec(name: str, spec: str, conversion: str | None, template: str, where: str) -> None:
+    """PrepError for a field's conversion or format spec that no record could pass: str.format raised
+    its ValueError mid-run, a traceback ({title!x}, {text:zz}). A spec that fits some of the kinds of
+    value a field holds ({n:05d}: an integer) is checked per record: a value it does not fit is a
+    bad record (`unformattable_field`, TextExtractor)."""
+    field_ = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+    if conversion and conversion not in "rsa":
+        raise PrepError(f"{where}: {field_} in {template!r}: !{conversion} is not a conversion; use !r, !s or !a, "
+                        "or none")
+    if "{" in spec or "}" in spec:  # "{text:{width}}": the width would be looked up as a field of its own
+        raise PrepError(f"{where}: {field_} in {template!r}: a format spec cannot hold a field; write the "
+                        "spec out, as {text:>20}")
+    if not spec:
+        return
+    errors = []
+    for sample in ("",) if conversion else _FIELD_SAMPLES:  # a conversion makes every value a string
+        try:
+            format(sample, spec)
+            return
+        except ValueError as e:
+            errors.append(e)
+    what = f"no string (what !{conversion} makes of every value)" if conversion else "no value"
+    raise PrepError(f"{where}: {field_} in {template!r}: :{spec} formats {what} ({errors[0]}); fix the format "
+                    "spec after the colon, or remove it")
+
+
+def _format_error(template: str, fields: list[str], values: list) -> RecordError:
+    """The record's reject when a template's spec does not fit one of its values ({n:d} on a string):
+    the first field whose own spec fails, and why. Only on the way to a rejection."""
+    for _, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        field_ = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        value = values[fields.index(name)]
+        try:
+            ("{0" + field_[len(name) + 1:]).format(value)
+        except (ValueError, OverflowError) as e:
+            shown = repr(value[:40] + "..." if type(value) is str and len(value) > 40 else value)
+            return RecordError("unformattable_field", f"{field_} does not fit {name!r}, "
+                                                      f"{type(value).__name__} {shown} ({e})")
+    return RecordError("unformattable_field", f"{template!r} does not format this record")
+
+
 class TextExtractor:
-    """record -> text, raising RecordError(missing_field | null_text | non_string_text)."""
+    """record -> text, raising RecordError(missing_field | null_text | non_string_text | unformattable_field)."""
 
     def __init__(self, text_field: str, template: str | None = None):
         if template is None:
             self.fields, self.format = [text_field], None
         else:
             self.fields, self.format = parse_template(template)
+        self.template = template
         self.field = self.fields[0]
 
     def columns_in(self, names) -> tuple[list[str], list[str]]:
@@ -141,7 +190,10 @@ class TextExtractor:
             if type(v) is not str and (isinstance(v, bool) or not isinstance(v, (str, int, float))):
                 raise _type_error(name, v)
             values.append(v)
-        return self.format.format(*values)
+        try:
+            return self.format.format(*values)
+        except (ValueError, OverflowError):  # {n:d} on a string, {n:c} past U+10FFFF: this record is bad
+            raise _format_error(self.template, self.fields, values) from None
 
     def many(self, records: list) -> list[str] | None:
         """The texts of all `records`, or None if any record would raise (the caller then goes one

@@ -301,7 +301,8 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     """SchemaError when no record of a file's first unit had the text field and most rejects say so:
     a recipe naming the wrong field (say `content` for records holding `text`) would otherwise reject
     every record of every file and end in an empty dataset, exit 0. So too for a file that pandas'
-    DataFrame.to_json wrote in a layout other than records (its default among them)."""
+    DataFrame.to_json wrote in a layout other than records (its default among them), and for a
+    text_template whose format spec fits none of the records' values ({text:d} over strings)."""
     missing = bad.counts.get("missing_field", 0)
     if texts or bad.counts.keys() & FILTERED:
         return
@@ -309,6 +310,12 @@ def _check_fields_found(unit: WorkUnit, source, bad: BadRecords, texts: int) -> 
     if layout:
         raise SchemaError(f"{unit.path}: its one record, a table in pandas' DataFrame.to_json layout ({layout}): "
                           f"{bad.rows[0]['detail']}; {PANDAS_FIX}")
+    unfit = bad.counts.get("unformattable_field", 0)
+    if not missing and unfit and 2 * unfit >= len(bad.rows):  # {text:d}: a spec for integers over a string field
+        first = next(r for r in bad.rows if r["reason"] == "unformattable_field")
+        raise SchemaError(f"{first['source']}: text_template's format spec fits the value in none of the {unfit:,} "
+                          f"records of this file's first unit ({_where(first)}: {first.get('detail', '')}); fix the "
+                          "spec after the colon in source.text_template, or remove it")
     not_text = bad.counts.get("non_string_text", 0)
     if not missing and not_text and 2 * not_text >= len(bad.rows):  # text_field: id, or a list of paragraphs
         first = next(r for r in bad.rows if r["reason"] == "non_string_text")

@@ -210,6 +210,25 @@ def test_a_pandas_table_layout_stops_the_run_with_the_way_to_json_lines(tmp_path
     assert read_manifest(run(tmp_path, {"path": str(path)}, "fixed")).splits["train"].num_docs == 4
 
 
+def test_a_template_spec_a_value_does_not_fit_rejects_that_record_and_one_that_fits_none_stops(tmp_path):
+    """str.format's ValueError ({n:d} over a string) was a traceback mid-run; it is that record's reject.
+    A spec that fits no record of a file's first unit is the recipe's mistake: the run stops, as for a
+    field no record has."""
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in [{"text": "a", "n": 1}, {"text": "b", "n": "two"},
+                                                         {"text": "c", "n": 3}]))
+    out = run(tmp_path, {"path": str(p), "text_template": "{text} #{n:02d}"}, "some")
+    assert read_manifest(out).skipped == {"unformattable_field": 1}
+    tok = Tokenizer.from_file(str(DEMO_TOKENIZER))
+    assert [tok.decode(ids[:-1].tolist()) for ids in read_split(out, "train")] == ["a #01", "c #03"]
+    (reject,) = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert reject["line"] == 2 and reject["detail"].startswith("{n:02d} does not fit 'n', str 'two' (Unknown format code")
+    with pytest.raises(SchemaError, match=r"c\.jsonl: text_template's format spec fits the value in none of the 3 records "
+                                          r"of this file's first unit \(line 1: \{text:d\} does not fit 'text', str 'a' "
+                                          r".*\); fix the spec after the colon in source\.text_template, or remove it$"):
+        run(tmp_path, {"path": str(p), "text_template": "{text:d}"}, "none")
+
+
 def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     """The recipe's mistake, not bad records: without this a wrong text_field rejected every record (or
     failed every unit) and the run ended with an empty dataset, exit 0."""

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import PrepError
+from pipeline.filters import RecordError, TextExtractor
 from pipeline.recipe import Recipe
 
 BASE = {"name": "t", "source": {"path": "x.jsonl"}, "tokenizer": {"path": "t.json"}, "output": {"dir": "o"}}
@@ -22,6 +23,13 @@ def with_source(**keys) -> dict:
     (with_source(text_template="{title"), "source.text_template: '{title' is not a valid template"),
     (with_source(text_template="plain"), "source.text_template: 'plain' names no field"),
     (with_source(text_template="{0}"), "source.text_template: field {0} in '{0}': name a record field"),
+    (with_source(text_template="{title!x}"),
+     "source.text_template: {title!x} in '{title!x}': !x is not a conversion; use !r, !s or !a, or none"),
+    (with_source(text_template="{a} {text:zz}"), "source.text_template: {text:zz} in '{a} {text:zz}': :zz formats "
+                                                 "no value (Unknown format code 'z'"),
+    (with_source(text_template="{text!r:d}"), "source.text_template: {text!r:d} in '{text!r:d}': :d formats no "
+                                              "string (what !r makes of every value)"),
+    (with_source(text_template="{text:>{w}}"), "{text:>{w}} in '{text:>{w}}': a format spec cannot hold a field"),
     (with_source(min_chars=-1), "source.min_chars: must be >= 0"),
     (with_source(min_chars=10, max_chars=5), "source.max_chars: must be >= min_chars (10)"),
     (with_source(max_record_bytes=0), "source.max_record_bytes: must be positive or null"),
@@ -44,6 +52,22 @@ def test_reader_keys_are_checked(patch, message):
     with pytest.raises(PrepError) as e:
         Recipe.from_dict(data)
     assert message in str(e.value)
+
+
+def test_a_template_spec_that_fits_some_values_is_checked_per_record():
+    """{n:05d} formats an integer: accepted here; a record whose n it does not fit is a bad record."""
+    for template in ("{n:05d}", "{x:>10} {y:.2f}", "{x!r:>10}", "{n:,}"):
+        assert Recipe.from_dict(with_source(text_template=template)).sources[0].text_template == template
+    extract = TextExtractor("text", "{title} #{n:03d}")
+    assert extract({"title": "a", "n": 7}) == "a #007"
+    for n, shown in (("7", "str '7'"), (2.5, "float 2.5"), ("x" * 50, f"str '{'x' * 40}...'")):
+        with pytest.raises(RecordError) as e:
+            extract({"title": "a", "n": n})
+        assert e.value.reason == "unformattable_field"
+        assert e.value.detail.startswith(f"{{n:03d}} does not fit 'n', {shown} (Unknown format code 'd'"), e.value.detail
+    assert extract.many([{"title": "a", "n": 1}, {"title": "b", "n": "2"}]) is None  # then one at a time
+    with pytest.raises(RecordError, match="unformattable_field"):
+        TextExtractor("text", "{n:c}")({"n": 1 << 40})  # OverflowError: past U+10FFFF
 
 
 def test_a_template_error_shows_literal_braces_as_they_are_written():
