@@ -760,7 +760,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         node = data
         for i, part in enumerate(parts[:-1]):
             if isinstance(node, list):
-                node = node[int(part)]
+                node = node[_list_index(node, part, key, parts[:i])]
                 continue
             if part == "source" and "source" not in node and i == 0:
                 node = node.setdefault("source", {})
@@ -770,7 +770,19 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
                 raise PrepError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
             node = nxt
         if isinstance(node, list):
-            node[int(parts[-1])] = value
+            node[_list_index(node, parts[-1], key, parts[:-1])] = value
         else:
             node[parts[-1]] = value
     return data
+
+
+def _list_index(node: list, part: str, key: str, path: list[str]) -> int:
+    """`part` as an index of the list `node` (at dotted `path`) for `--set key=...`, or a PrepError
+    naming the indices there are (int(part) and node[...] raised a ValueError or IndexError: a
+    traceback). An index counts from 0 as the list is written; a negative one is refused too."""
+    if part.isascii() and part.isdigit() and int(part) < len(node):  # ascii: int() refuses "²"
+        return int(part)
+    where = ".".join(path)
+    has = (f"holds {len(node)} item{'s' if len(node) != 1 else ''}: give an index from 0 to {len(node) - 1}"
+           if node else "is an empty list")
+    raise PrepError(f"--set {key}: {part!r} is not an index of {where}, which {has}")

@@ -73,6 +73,21 @@ def test_overrides_apply_dotted_keys():
     assert BASE["output"] == {"dir": "o"}  # the original is untouched
 
 
+def test_overrides_name_the_indices_a_list_has():
+    three = {**{k: v for k, v in BASE.items() if k != "source"}, "sources": [{"path": f"{i}.jsonl"} for i in range(3)]}
+    assert apply_overrides(three, ["sources.2.path=x.csv"])["sources"][2] == {"path": "x.csv"}
+    for key, part in [("sources.5.path", "5"), ("sources.3.path", "3"), ("sources.-9.path", "-9"),
+                      ("sources.-1.path", "-1"), ("sources.a.path", "a"), ("sources.\u00b2.path", "\u00b2"),
+                      ("sources.7", "7")]:
+        with pytest.raises(PrepError) as e:
+            apply_overrides(three, [f"{key}=x"])
+        assert str(e.value) == f"--set {key}: {part!r} is not an index of sources, which holds 3 items: give an " \
+                               "index from 0 to 2"
+    with pytest.raises(PrepError, match=r"^--set source\.path\.1: '1' is not an index of source\.path, which holds "
+                                        r"1 item: give an index from 0 to 0$"):
+        apply_overrides({**BASE, "source": {"path": ["a.jsonl"]}}, ["source.path.1=b.jsonl"])
+
+
 def test_content_dict_excludes_run_only_settings():
     a = Recipe.from_dict({**BASE, "num_workers": 1})
     b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}, "batch_docs": 7,
