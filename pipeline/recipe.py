@@ -535,10 +535,23 @@ class Recipe:
         input (a directory's census: ~0.3 s for 100,000 files), for a first look at the recipe."""
         import yaml  # here, not at module level: workers (and the forkserver) never read YAML (17 ms)
         path = Path(path)
+        if path.is_dir():
+            inside = sorted(p.name for p in path.glob("*.y*ml"))[:3]
+            raise PrepError(f"--recipe: {path} is a directory; give the recipe file"
+                            + (f" in it ({', '.join(inside)})" if inside else " (a .yaml file)"))
         if not path.is_file():
             raise PrepError(f"--recipe: {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text())
+            # UTF-8 whatever the locale (YAML's own encoding); a Latin-1 comment was a UnicodeDecodeError traceback
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = e.object.count(b"\n", 0, e.start) + 1
+            raise PrepError(f"{path}: byte {e.object[e.start]:#04x} at offset {e.start} (line {line}) is not UTF-8; "
+                            f"save the recipe as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8 {path} > utf8.yaml)") from None
+        except OSError as e:  # unreadable (permissions)
+            raise PrepError(f"--recipe: cannot read {path} ({e.strerror or e})") from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise PrepError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
         if not isinstance(data, dict):

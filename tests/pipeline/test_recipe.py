@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,22 @@ def test_cli_output_option_stands_for_output_dir(tmp_path, demo_tokenizer, outpu
 def test_cli_missing_recipe_file(tmp_path):
     result = runner.invoke(app, ["tokenize", "--recipe", str(tmp_path / "none.yaml")])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_a_recipe_not_in_utf8_or_a_directory_is_named_with_the_fix(tmp_path):
+    text = "name: t\nsource: {path: x.jsonl}\ntokenizer: {path: t.json}\noutput: {dir: o}\n"
+    latin1 = tmp_path / "r.yaml"
+    latin1.write_bytes(text.encode() + "# caf\u00e9 corpus\n".encode("latin-1"))
+    with pytest.raises(PrepError, match=rf"^{re.escape(str(latin1))}: byte 0xe9 at offset {len(text) + 5} \(line 5\) is not UTF-8; "
+                                        r"save the recipe as UTF-8 \(from Latin-1: iconv -f latin1 -t utf-8 "):
+        Recipe.from_yaml(latin1, validate=False)
+    latin1.write_text("# caf\u00e9 corpus\n" + text, encoding="utf-8")  # the fix
+    assert Recipe.from_yaml(latin1, validate=False).name == "t"
+    with pytest.raises(PrepError, match=rf"^--recipe: {re.escape(str(tmp_path))} is a directory; give the recipe "
+                                        r"file in it \(r\.yaml\)$"):
+        Recipe.from_yaml(tmp_path, validate=False)
+    with pytest.raises(PrepError, match=r"is a directory; give the recipe file \(a \.yaml file\)$"):
+        Recipe.from_yaml((tmp_path / "empty").mkdir() or tmp_path / "empty", validate=False)
 
 
 def test_cli_set_override(tmp_path, demo_tokenizer):
