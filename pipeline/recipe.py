@@ -55,8 +55,10 @@ def is_local_saved_dataset(path: str) -> bool:
 
 
 def local_dir(path: str) -> str | None:
-    """`path` as a local directory (not a glob, not a URL), or None."""
-    if is_url(path) or any(c in path for c in "*?["):
+    """`path` as a local directory (not a URL), or None. A directory named with glob characters
+    (`runs/run[1]`) is that directory, as expand_files takes such a file: as a glob it matched no file
+    ("cannot infer the format", "no file matches"). A glob names no existing directory: it stays a glob."""
+    if is_url(path):
         return None
     d = os.path.expanduser(local_path(path))
     return d if os.path.isdir(d) else None

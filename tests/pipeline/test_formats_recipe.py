@@ -133,6 +133,21 @@ def test_a_directory_is_its_files_of_one_format(tmp_path):
     assert Recipe.from_dict({**BASE, "source": {"path": str(saved)}}).sources[0].resolved_format() == "hf"
 
 
+def test_a_directory_named_with_glob_characters_is_that_directory(tmp_path):
+    """As a file named data[1].jsonl is that file: `run[1]` as a glob matches `run1` (or nothing)."""
+    d = tmp_path / "run[1]"
+    d.mkdir()
+    (d / "a.jsonl").write_text("{}\n")
+    (tmp_path / "run1").mkdir()  # what the glob would match: a directory, no file
+    (tmp_path / "run1" / "b.csv").write_text("text\nx\n")
+    for fmt in (None, "jsonl"):
+        src = Recipe.from_dict(with_source(path=str(d), format=fmt)).sources[0]
+        assert src.resolved_format() == "jsonl" and src.expand_files() == [str(d / "a.jsonl")]
+    glob_ = Recipe.from_dict(with_source(path=str(tmp_path / "run[0-9]"), format="csv")).sources[0]
+    with pytest.raises(PrepError, match="no file matches"):  # a glob naming no directory stays a glob
+        glob_.expand_files()
+
+
 def test_a_directory_of_files_prep_does_not_read_says_what_to_do(tmp_path):
     arrows, zips, other = tmp_path / "arrows", tmp_path / "zips", tmp_path / "other"
     for d, names in ((arrows, ("x-train-00000-of-00002.arrow", "x-train-00001-of-00002.arrow")),
