@@ -301,6 +301,7 @@ class SourceConfig:
         fmts = {infer_format(p) or _glob_format(p) for p in self.paths()}
         if len(fmts) != 1 or None in fmts:
             for p in self.paths():
+                _refuse_slash_after_file(p)
                 if is_url(p) and p.endswith("/"):
                     raise PrepError(f"source.path: {p!r} is a directory URL; set source.format to the format of "
                                     f"the files to read under it ({', '.join(FORMATS[:-1])})")
@@ -414,10 +415,22 @@ class SourceConfig:
                     if sizes is not None:
                         sizes[m], stamps[m] = st.st_size, st.st_mtime_ns
             if not matches:
+                _refuse_slash_after_file(p)
                 raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
                                 f"the current directory {os.getcwd()}); fix the path or glob")
             files.extend(matches)
         return files
+
+
+def _refuse_slash_after_file(path: str) -> None:
+    """PrepError for a local path that names a file with a "/" after it (`corpus.jsonl/`, a shell's
+    completion of a directory habit): no file matches it and its suffix names no format, and the
+    errors said so with a hint to run prep from the directory it was run from (elsewhere_hint)."""
+    if is_url(path) or not path.endswith(("/", os.sep)):
+        return
+    file = os.path.expanduser(local_path(path)).rstrip("/" + os.sep)
+    if file and os.path.isfile(file):
+        raise PrepError(f"source.path: {path!r} names a file but ends in '/'; remove the '/' ({path.rstrip('/' + os.sep)!r})")
 
 
 def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
@@ -668,10 +681,12 @@ def elsewhere_hint(path: str, recipe_file: str | None) -> str:
         return ""  # there from here: the error is about something else
     base = Path(recipe_file).resolve().parent
     for _ in range(4):
-        candidate = base / path
-        if glob.glob(str(candidate), recursive=True) if glob.has_magic(path) else candidate.exists():
+        # joined as text, as `path` was looked for above: Path() drops a trailing "/", so `corpus.jsonl/`
+        # was found beside the recipe, and the hint said to run prep from where it was run
+        candidate = os.path.join(base, path)
+        if glob.glob(candidate, recursive=True) if glob.has_magic(path) else os.path.exists(candidate):
             found = "matches files" if glob.has_magic(path) else "exists"
-            return (f" ({candidate} {found}: relative paths resolve against the current directory "
+            return (f" ({Path(candidate)} {found}: relative paths resolve against the current directory "
                     f"{os.getcwd()}, not the recipe's; run prep from {base}, or give that path)")
         if base.parent == base:
             break

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.errors import PrepError
-from pipeline.recipe import Recipe, apply_overrides
+from pipeline.recipe import Recipe, apply_overrides, elsewhere_hint
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -198,6 +198,21 @@ def test_a_recipe_not_in_utf8_or_a_directory_is_named_with_the_fix(tmp_path):
         Recipe.from_yaml(tmp_path, validate=False)
     with pytest.raises(PrepError, match=r"is a directory; give the recipe file \(a \.yaml file\)$"):
         Recipe.from_yaml((tmp_path / "empty").mkdir() or tmp_path / "empty", validate=False)
+
+
+@pytest.mark.parametrize("fmt", [None, "jsonl"])
+def test_a_file_path_ending_in_a_slash_says_to_remove_it(tmp_path, monkeypatch, fmt):
+    """Not "run prep from" the directory it runs from: Path(base) / "c.jsonl/" drops the slash, so
+    elsewhere_hint found the file beside the recipe, where os.path.exists("c.jsonl/") had not."""
+    (tmp_path / "c.jsonl").write_text('{"text": "hi"}\n')
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({**BASE, "source": {"path": "c.jsonl/", "format": fmt}}))
+    monkeypatch.chdir(tmp_path)
+    assert elsewhere_hint("c.jsonl/", str(recipe)) == ""
+    with pytest.raises(PrepError) as e:
+        Recipe.from_yaml(recipe).sources[0].expand_files()
+    assert str(e.value) == "source.path: 'c.jsonl/' names a file but ends in '/'; remove the '/' ('c.jsonl')"
+    assert Recipe.from_yaml(recipe, overrides=["source.path=c.jsonl"]).sources[0].expand_files() == ["c.jsonl"]
 
 
 def test_cli_set_override(tmp_path, demo_tokenizer):
