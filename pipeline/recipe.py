@@ -722,6 +722,11 @@ def _build(cls, data, where: str, **extra):
     return cls(**kwargs, **extra)
 
 
+# a number in exponent form that YAML 1.1 (PyYAML) reads as a string: it takes a float only with a dot
+# and a signed exponent (1.0e+8), so `shard_tokens: 1e8` (and 1.5e9, 5e-4) was "expected an integer, got str"
+_EXPONENT = re.compile(r"[-+]?(\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)[eE][-+]?\d+")
+
+
 def _check(value, tp, dotted: str):
     """Check `value` against a type hint; return it (lists become tuples of configs where needed)."""
     origin = typing.get_origin(tp)
@@ -751,10 +756,15 @@ def _check(value, tp, dotted: str):
         if isinstance(value, tp):
             return value
         raise PrepError(f"{dotted}: expected a mapping, got {value!r}")
+    if tp in (int, float) and isinstance(value, str) and _EXPONENT.fullmatch(value):
+        try:
+            value = float(value)  # then an integer below where it is whole: 1e8, 1.5e9
+        except ValueError:  # misplaced underscores (1__0e3): the error below, about the text
+            pass
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is int and isinstance(value, float) and value.is_integer():
-        return int(value)  # 1e8 in YAML is a float
+        return int(value)  # 1.0e+8 in YAML is a float, 1e8 a string (converted above)
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
     return value

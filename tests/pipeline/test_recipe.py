@@ -62,6 +62,20 @@ def test_recipe_errors_name_the_key(patch, message):
     assert message in str(e.value)
 
 
+def test_numbers_in_exponent_form_are_numbers():
+    """YAML 1.1 reads 1e8 (no dot, no exponent sign) as a string; a whole one is an integer field's value."""
+    text = "name: t\nsource: x.jsonl\ntokenizer: t.json\noutput: {dir: o, shard_tokens: SHARD, val_fraction: 2e-3}\n"
+    for shard, want in (("1e8", 100_000_000), ("1.5e9", 1_500_000_000), ("1E+6", 1_000_000), ("1.0e+8", 100_000_000),
+                        ("100_000_000", 100_000_000)):
+        r = Recipe.from_dict(yaml.safe_load(text.replace("SHARD", shard)), validate=False)
+        assert r.output.shard_tokens == want and type(r.output.shard_tokens) is int, shard
+        assert r.output.val_fraction == 0.002
+    assert Recipe.from_dict(apply_overrides(BASE, ["unit_bytes=1e6"])).unit_bytes == 1_000_000
+    assert Recipe.from_dict({**BASE, "source": {"path": "x.jsonl", "text_field": "1e8"}}).sources[0].text_field == "1e8"
+    with pytest.raises(PrepError, match=r"^output\.shard_tokens: expected an integer, got float 0\.25$"):
+        Recipe.from_dict(yaml.safe_load(text.replace("SHARD", "2.5e-1")))
+
+
 def test_missing_section():
     with pytest.raises(PrepError, match="missing `tokenizer:`"):
         Recipe.from_dict({k: v for k, v in BASE.items() if k != "tokenizer"})
