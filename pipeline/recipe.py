@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import logging
 import os
 import re
 import stat
@@ -32,6 +33,7 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".cs
 # the workers, as one thread decompresses it (pipeline.spool)
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
 COMPRESSION_SUFFIXES = tuple(COMPRESSIONS)
+log = logging.getLogger("prep")
 
 
 def is_url(path: str) -> bool:
@@ -376,9 +378,9 @@ class SourceConfig:
                             "name); put files in data_files, or give several sources")
 
     def expand_files(self, seen: tuple[dict[str, int], dict] | None = None) -> list[str]:
-        """Sorted files matched by each path/glob, in the order the paths are listed; with `seen`
-        (readers.base.planning_sizes: sizes, stamps), each local match's size and mtime are recorded
-        there (one stat() per file tells all three)."""
+        """Sorted files matched by each path/glob, in the order the paths are listed, each once (where
+        its first path puts it); with `seen` (readers.base.planning_sizes: sizes, stamps), each local
+        match's size and mtime are recorded there (one stat() per file tells all three)."""
         sizes, stamps = seen if seen is not None else (None, None)
         files: list[str] = []
         for p in self.paths():
@@ -419,7 +421,35 @@ class SourceConfig:
                 raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
                                 f"the current directory {os.getcwd()}); fix the path or glob")
             files.extend(matches)
-        return files
+        return _each_once(files, self.path) if len(self.paths()) > 1 else files  # one path lists a file once
+
+
+# the repeats already warned of in this process: a run lists its sources' files more than once
+_REPEATS_WARNED: set[tuple[str, ...]] = set()
+
+
+def _each_once(files: list[str], path) -> list[str]:
+    """`files` with every file after its first place left out (a file and a glob matching it, or two
+    overlapping globs: [part0.jsonl, part*.jsonl] read part0 twice, its documents twice in the dataset),
+    and a warning naming them. A file under two sources is read by each: an upsampling, say."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    repeats: dict[str, None] = {}
+    cwd = os.getcwd()  # once: abspath asks for it per file
+    for f in files:  # `d/./a.jsonl` and `d/a.jsonl` are one file; links and hard links are left as given
+        key = f if is_url(f) else os.path.normpath(os.path.join(cwd, os.path.expanduser(local_path(f))))
+        if key in seen:
+            repeats[f] = None
+        else:
+            seen.add(key)
+            kept.append(f)
+    if repeats and tuple(repeats) not in _REPEATS_WARNED:
+        _REPEATS_WARNED.add(tuple(repeats))
+        names = list(repeats)
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+        log.warning("source.path %s: %s %s matched by more than one of its paths; read once, where first listed",
+                    path, listed, "is" if len(names) == 1 else "are")
+    return kept
 
 
 def _refuse_slash_after_file(path: str) -> None:

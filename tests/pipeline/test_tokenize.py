@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -428,6 +429,24 @@ def test_glob_and_list_of_paths_keep_order(tmp_path, demo_tokenizer):
     out = tokenize(tmp_path, str(tmp_path / "d" / "*.jsonl"), demo_tokenizer, tmp_path / "o1",
                    output__val_fraction=0.0)
     assert decoded_docs(out, demo_tokenizer) == [t for t in texts if t]
+
+
+def test_a_file_two_paths_of_a_source_match_is_read_once_where_first_listed(tmp_path, demo_tokenizer, caplog):
+    """[part1.jsonl, *.jsonl] read part1 twice: its documents twice in the dataset, silently."""
+    texts = [t for t in demo_texts(90) if t]
+    parts = [write_jsonl(tmp_path / "d" / f"part{i}.jsonl", texts[i::3]) for i in range(3)]
+    paths = [str(parts[1]), str(tmp_path / "d" / "*.jsonl"), str(tmp_path / "d" / "." / "part2.jsonl")]
+    with caplog.at_level(logging.WARNING, logger="prep"):
+        out = tokenize(tmp_path, "unused", demo_tokenizer, tmp_path / "o", output__val_fraction=0.0,
+                       source__path=paths)
+    assert decoded_docs(out, demo_tokenizer) == texts[1::3] + texts[0::3] + texts[2::3]
+    warned = [r.message for r in caplog.records if "more than one of its paths" in r.message]
+    assert len(warned) == 1 and f"{parts[1]}, {paths[2]} are matched by more than one of its paths; read once, " \
+                                "where first listed" in warned[0], warned
+    # under two sources a file is read by each (an upsampling, say)
+    twice = Recipe.from_dict({"name": "t", "sources": [{"path": str(parts[0])}, {"path": paths[1]}],
+                              "tokenizer": {"path": str(demo_tokenizer)}, "output": {"dir": str(tmp_path / "o2")}})
+    assert [s.expand_files() for s in twice.sources] == [[str(parts[0])], list(map(str, parts))]
 
 
 def test_a_file_named_with_glob_characters_is_that_file_and_file_urls_name_local_paths(tmp_path, demo_tokenizer):
