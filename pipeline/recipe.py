@@ -610,14 +610,17 @@ class Recipe:
     def from_dict(cls, data: dict, where: str = "recipe", source_file: str | None = None,
                   validate: bool = True) -> Recipe:
         data = dict(data)
+        if "sources" in data and not isinstance(data["sources"], list):
+            # before "not both": `--set sources=null` beside `source:` was told to give only one of them
+            got = "null" if data["sources"] is None else f"{type(data['sources']).__name__} {data['sources']!r}"
+            raise PrepError(f"{where}: `sources:` must be a list of sources, such as [{{path: a.jsonl}}, {{path: "
+                            f"b.csv}}], got {got}" + ("; or leave it out to read `source:`" if "source" in data else ""))
         if "source" in data and "sources" in data:
             raise PrepError(f"{where}: give either `source:` or `sources:`, not both")
         if "source" in data:
             data["sources"] = [data.pop("source")]
         if not data.get("sources"):
             raise PrepError(f"{where}: missing `source:` (the input files)")
-        if not isinstance(data["sources"], list):
-            raise PrepError(f"{where}: `sources:` must be a list of sources")
         raw_sources = data.pop("sources")
         sources = tuple(_build(SourceConfig, s, f"sources[{i}]" if len(raw_sources) > 1 else "source")
                         for i, s in enumerate(raw_sources))

@@ -76,6 +76,20 @@ def test_numbers_in_exponent_form_are_numbers():
         Recipe.from_dict(yaml.safe_load(text.replace("SHARD", "2.5e-1")))
 
 
+def test_sources_that_are_not_a_list_say_so():
+    """`--set sources=null` beside `source:` was told to give either source or sources, not both."""
+    multi = {**{k: v for k, v in BASE.items() if k != "source"}, "sources": [{"path": "a.jsonl"}, {"path": "b.jsonl"}]}
+    fix = "recipe: `sources:` must be a list of sources, such as [{path: a.jsonl}, {path: b.csv}], got "
+    for data, got in [(apply_overrides(BASE, ["sources=null"]), "null; or leave it out to read `source:`"),
+                      (apply_overrides(multi, ["sources=null"]), "null"),
+                      ({**BASE, "sources": {"path": "a.jsonl"}}, "dict {'path': 'a.jsonl'}; or leave it out to read "
+                                                                 "`source:`"),
+                      (apply_overrides(multi, ["sources=a.jsonl"]), "str 'a.jsonl'")]:
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict(data)
+        assert str(e.value) == fix + got
+
+
 def test_missing_section():
     with pytest.raises(PrepError, match="missing `tokenizer:`"):
         Recipe.from_dict({k: v for k, v in BASE.items() if k != "tokenizer"})
