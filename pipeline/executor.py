@@ -52,7 +52,7 @@ from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, rejects_name
 from pipeline.worker_process import init_worker, run_unit, unit_or_failure
 
-__all__ = ["tokenize", "TokenizeResult"]
+__all__ = ["tokenize", "TokenizeResult", "failed_units_note"]
 
 
 @dataclass
@@ -197,7 +197,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         if existing is not None:
             _refuse_damaged(out)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
-                                  notes=_inputs_newer_than(out / MANIFEST_NAME, inputs))
+                                  notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing))
         results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs})
         input_changes.accept(state, inputs, units, results)
         dtype = dtype_for_vocab(spec.vocab_size)
@@ -315,6 +315,16 @@ def _inputs_newer_than(manifest: Path, inputs: dict[str, list]) -> list[str]:
     more = f" and {len(newer) - 1} more" if len(newer) > 1 else ""
     return [f"{newer[0]}{more} changed after this dataset was made ({manifest} is older): it holds their "
             "contents as they were; --overwrite rebuilds it from them as they are now"]
+
+
+def failed_units_note(manifest: Manifest) -> list[str]:
+    """For an "already complete" dataset with failed_units: a plain re-run redoes nothing (its run state
+    was deleted when it was finished), so the line says what does."""
+    n = len(manifest.failed_units)
+    if not n:
+        return []
+    return [f"{n} unit(s) or file(s) failed and were left out (see failed_units in the manifest); "
+            "after replacing their files, --overwrite redoes them"]
 
 
 def _refuse_damaged(out: Path) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from pipeline import __version__, faults
 from pipeline.assemble import COPY_BLOCK, PartStream
+from pipeline.errors import FINISHED_FIX, RESUME_FIX
 from pipeline.filters import drop_duplicates
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, ShardInfo, SplitInfo, write_manifest
@@ -62,8 +63,11 @@ def finalize(out: Path, state: RunState, results: dict[int, dict], num_units: in
     if duplicates:
         skipped["duplicate"] = duplicates
     _write_rejects(out, state, ok)
-    # a unit of small files lists each file that failed (the others were kept), else the unit itself
-    failed = tuple({"unit": r["unit"], "path": f.get("path", ""), "error": f.get("error", "")}
+    # a unit of small files lists each file that failed (the others were kept), else the unit itself.
+    # Its error's "re-run to resume" held while the run could resume; once this manifest is written the
+    # run state is gone and a re-run says "already complete", so the manifest says what works
+    failed = tuple({"unit": r["unit"], "path": f.get("path", ""),
+                    "error": f.get("error", "").replace(RESUME_FIX, FINISHED_FIX)}
                    for r in ordered if r["status"] != "ok" or r.get("failed_files")
                    for f in r.get("failed_files") or [r])
     manifest = Manifest(dtype=np.dtype(dtype).name, vocab_size=vocab_size, tokenizer=tokenizer, splits=split_infos,

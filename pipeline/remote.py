@@ -45,7 +45,7 @@ def _fs(url: str, storage_options: dict):
 
 def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None, overwrite: bool = False,
                     show_progress: bool = True, console=None):
-    from pipeline.executor import TokenizeResult, tokenize
+    from pipeline.executor import TokenizeResult, failed_units_note, tokenize
 
     fs, root = _fs(url, recipe.output.storage_options)
     local = Path(recipe.output.local_dir).expanduser() if recipe.output.local_dir else default_staging_dir(recipe, url)
@@ -61,7 +61,7 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
         if manifest.recipe != content:
             raise PrepError(f"{url}: already holds a dataset made from a different recipe; choose another "
                             "output.dir, or pass --overwrite to replace it")
-        return TokenizeResult(manifest, local, already_complete=True)
+        return TokenizeResult(manifest, local, already_complete=True, notes=failed_units_note(manifest))
     if exists:
         fs.rm_file(remote_manifest)  # first: the remote dataset stops being "complete"
     elif not overwrite:

@@ -30,7 +30,7 @@ windows in front of the units that consumed them (a window is deleted once its u
 journaled), so the spool holds at most that many windows of up to unit_bytes (+ one line) per file. A damaged stream ends its
 file's spooling: the unit it was in, and every later unit of that file, fail with the error that
 a whole-file unit would have raised (under on_bad_record: skip the earlier units keep their
-documents). A resumed run decompresses from the start again but writes windows for unfinished
+documents: every byte that decodes before the damage reaches their windows, readers.salvage). A resumed run decompresses from the start again but writes windows for unfinished
 units only.
 """
 
@@ -45,6 +45,7 @@ from pathlib import Path
 
 from pipeline.errors import PrepError
 from pipeline.readers.base import WorkUnit, decode_errors, open_input
+from pipeline.readers.salvage import salvaging_reader
 
 __all__ = ["Spooler", "open_window", "WindowFile", "SPOOL_BLOCK"]
 
@@ -122,6 +123,7 @@ class Spooler:
         (their windows end at proven record starts) and for Parquet sources their SourceConfig (the
         columns to read), by source index."""
         self.dir = Path(directory)
+        self._storage_options = storage_options
         shutil.rmtree(self.dir, ignore_errors=True)  # an interrupted run's windows: remade as needed
         self.dir.mkdir(parents=True, exist_ok=True)
         files: dict[tuple[int, int], list[WorkUnit]] = {}
@@ -219,21 +221,23 @@ class Spooler:
         os.replace(self.window(unit) + ".tmp", self.window(unit))  # whole windows only: the worker opens the final name
         written.add(unit.index)
 
-    def _reader(self, stream):
+    def _reader(self, stream, unit: WorkUnit):
         # read1: what one decompression step gives, so a damaged stream raises after the windows
-        # its good bytes complete (read() would first gather a whole block, and lose them with the error)
-        read = getattr(stream, "read1", stream.read)
-
-        def read_block() -> bytes:
+        # its good bytes complete (read() would first gather a whole block, and lose them with the error).
+        # Not every reader's step gives them: isal's igzip read1 raises without returning the bytes it
+        # decoded in that call (a .gz cut after 611,343 good bytes gave none of them, and its 9 units
+        # before the damage failed), so after an error readers.salvage decodes the rest again
+        def stop() -> None:
             if self._stop.is_set():
                 raise _Stopped
-            return read(SPOOL_BLOCK)
-        return read_block
+        read = salvaging_reader(getattr(stream, "read1", stream.read), unit.path,
+                                self._storage_options.get(unit.source), stop)
+        return lambda: read(SPOOL_BLOCK)
 
     def _windows(self, key, stream, units: list[WorkUnit], written: set[int], sep: bytes) -> None:
         """Windows of lines or separator pieces (see the module doc)."""
         data, base = bytearray(), 0  # decompressed bytes [base, base + len(data)) not yet dropped
-        read = self._reader(stream)
+        read = self._reader(stream, units[0])
 
         def fill() -> bool:
             block = read()
@@ -292,7 +296,7 @@ class Spooler:
         the units past the last cut get empty windows."""
         from pipeline.readers.csv import CutScanner
         scan = CutScanner(units[0].end - units[0].start, dialect)  # ranges are [k, k + 1) x unit_bytes
-        read = self._reader(stream)
+        read = self._reader(stream, units[0])
         k, pos = 0, 0  # the unit being written; the stream offset of the next block
         out = self._open(key, units[0], 0)
         try:

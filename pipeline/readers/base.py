@@ -32,7 +32,7 @@ from typing import BinaryIO
 import numpy as np
 
 from pipeline.crc import crc32
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.recipe import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
@@ -389,9 +389,14 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
         # the decompressor sees the first SAMPLE_BYTES as the whole file: what it gives for exactly
         # those bytes (it may read ahead of what it has decoded, so raw.tell() would not say)
         stream, _ = decompressor(path, _Prefix(raw, SAMPLE_BYTES) if sampled else raw)
+        read = stream.read
+        if not sampled:  # a damaged file: all the bytes before the damage, as the spool gives them (isal's
+            # read lost up to a block: 589,824 of 611,343, one unit fewer to keep its documents)
+            from pipeline.readers.salvage import salvaging_reader
+            read = salvaging_reader(stream.read, path, storage_options)
         with raw, stream:
             head = b""
-            while block := stream.read(1 << 16):
+            while block := read(1 << 16):
                 out += len(block)
                 if len(head) < HEAD_BYTES:
                     head += block[:HEAD_BYTES - len(head)]
@@ -643,7 +648,7 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", stora
         except Exception:
             offset = "?"
         raise PrepError(f"{path}: corrupt or truncated input near {what} {offset} ({type(e).__name__}: {e}); "
-                        "replace the file and re-run to resume") from None
+                        f"replace the file and {RESUME_FIX}") from None
 
 
 def decode_utf8(data: bytes | memoryview, errors: str) -> str | None:

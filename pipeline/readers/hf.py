@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline import hub
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
 from pipeline.recipe import HF_SAVED_MARKERS, SourceConfig, is_local_saved_dataset, is_url
@@ -241,7 +241,7 @@ def _load_unit(unit: WorkUnit, source: SourceConfig):
             _CACHE[unit.paths] = _open_arrow(unit.paths)
         except Exception as e:  # a data file deleted or damaged since planning
             raise PrepError(f"{unit.path}: cannot read its Arrow files ({type(e).__name__}: {e}); fix the data "
-                            "and re-run to resume") from None
+                            f"and {RESUME_FIX}") from None
     return _CACHE[unit.paths]
 
 
@@ -328,7 +328,7 @@ def _iter_column_batches(ds, unit: WorkUnit, batch_docs: int, where: str, stream
             batch = next(it, None)
         except Exception as e:  # a damaged data file, a network error mid-stream
             raise PrepError(f"{where}: reading the dataset failed ({type(e).__name__}: {e}); fix the data and "
-                            "re-run to resume") from None
+                            f"{RESUME_FIX}") from None
         if batch is None:
             return
         yield batch

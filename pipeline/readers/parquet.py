@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from pipeline.errors import PrepError, not_a_column
+from pipeline.errors import RESUME_FIX, PrepError, not_a_column
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import (
     READ_ROWS,
@@ -53,7 +53,7 @@ def _open(path: str, storage_options: dict, streamed: bool = False):
     except Exception as e:  # ArrowInvalid / OSError: no footer, not Parquet
         f.close()
         raise PrepError(f"{path}: not a readable Parquet file (footer: {type(e).__name__}: {e}); replace the "
-                        "file and re-run to resume") from None
+                        f"file and {RESUME_FIX}") from None
 
 
 def _row_group_bytes(meta, i: int) -> int:
@@ -148,11 +148,11 @@ def part_batches(units: list[WorkUnit], source: SourceConfig) -> Iterator[tuple[
                     rb = next(batches, None)
                 except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group
                     raise PrepError(f"{units[0].path}: row group {rg} (rows from {row0 + spans[k][0]}) does not "
-                                    f"decode ({type(e).__name__}: {e}); replace the file and re-run to resume") from None
+                                    f"decode ({type(e).__name__}: {e}); replace the file and {RESUME_FIX}") from None
                 if rb is None:  # the file was replaced since the plan: its parts would wait for their windows
                     raise PrepError(f"{units[0].path}: row group {rg} ended at row {row0 + done}, before the "
                                     f"{spans[-1][1]} rows planned; the file changed during the run: "
-                                    "re-run to resume with the file as it is now")
+                                    f"{RESUME_FIX} (it is read as it is now)")
                 at = 0
                 while at < rb.num_rows and k < len(parts):
                     take = min(rb.num_rows - at, spans[k][1] - (done + at))
@@ -249,7 +249,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                     raise
                 except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group
                     raise PrepError(f"{unit.path}: row group {rg} (rows from {row0}) does not decode "
-                                    f"({type(e).__name__}: {e}); replace the file and re-run to resume") from None
+                                    f"({type(e).__name__}: {e}); replace the file and {RESUME_FIX}") from None
                 if rb is None:
                     break
                 for i, value in enumerate(values):

@@ -9,12 +9,15 @@ import gzip
 import json
 import lzma
 import signal
+import subprocess
+import sys
 import time
+import zlib
 
 import numpy as np
 import pytest
 import zstandard
-from faultkit import assert_no_survivors, journal_lines, run_prep, snapshot, write_recipe
+from faultkit import REPO, assert_no_survivors, journal_lines, run_prep, snapshot, write_recipe
 
 from tests.conftest import read_split
 
@@ -71,7 +74,7 @@ def test_kill_then_resume_gives_the_same_shards(tmp_path, corpus, reference, fau
     assert _shards(snapshot(out)) == _shards(reference)
 
 
-@pytest.mark.parametrize("kind,workers", [("zst", 1), ("zst", 2), ("bz2", 2), ("xz", 2)])
+@pytest.mark.parametrize("kind,workers", [("zst", 1), ("zst", 2), ("gz", 2), ("bz2", 2), ("xz", 2)])
 def test_a_truncated_stream_fails_the_units_from_the_damage_on(tmp_path, corpus, kind, workers):
     blob = _compressed(tmp_path, corpus, kind).read_bytes()
     path = tmp_path / f"small.jsonl.{kind}"
@@ -149,3 +152,139 @@ def test_a_compressed_csv_is_split_at_proven_record_starts(tmp_path, corpus):
     for split in ("train", "val"):
         want, got = read_split(outs[plain, 2], split), read_split(outs[packed, 2], split)
         assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def _decodable(kind: str, blob: bytes) -> bytes:
+    """Every byte the codec's incremental decoder gives for `blob` before it stops, fed one byte at a
+    time (so nothing is lost with a call that raises): the bytes a damaged file holds for its units."""
+    new = {"gz": lambda: zlib.decompressobj(31), "zst": lambda: zstandard.ZstdDecompressor().decompressobj(),
+           "bz2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor}[kind]
+    d, out = new(), []
+    for i in range(len(blob)):
+        try:
+            out.append(d.decompress(blob[i:i + 1]))
+        except Exception:
+            break
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("kind,damage", [("gz", "cut"), ("gz", "flip"), ("zst", "flip"), ("xz", "cut"),
+                                         ("bz2", "cut")])
+def test_every_unit_before_the_damage_keeps_its_documents(tmp_path, corpus, kind, damage):
+    """Each unit whose window the decodable bytes complete keeps its documents; the rest fail. isal's
+    igzip (what the product reads .gz with, a declared dependency) raised from read1 without the bytes it
+    had decoded: a .gz cut at 3/5 failed every unit. A .zst flipped in its first 128 KiB feed lost
+    that feed's output the same way in base._ZstdReader."""
+    from pipeline.readers.base import _gzip
+    assert _gzip().__name__ == "isal.igzip"  # the fast path this guards (pyproject declares isal)
+    blob = bytearray(_compressed(tmp_path, corpus, kind).read_bytes())
+    if damage == "cut":
+        blob = blob[: len(blob) * 3 // 5]
+    else:  # 32 bytes garbled at 3/5 (within zstd's first 128 KiB feed)
+        at = len(blob) * 3 // 5
+        blob[at:at + 32] = bytes(b ^ 0x5A for b in blob[at:at + 32])
+    path = tmp_path / f"small.jsonl.{kind}"
+    path.write_bytes(bytes(blob))
+    good = _decodable(kind, bytes(blob))
+    unit = 65536
+    assert len(good) > 2 * unit and good.count(b"\n") > 100  # a vacuous pass guarded: units before the damage
+    recipe = write_recipe(tmp_path, path, output={"dir": str(tmp_path / "unused"), "shard_tokens": 15000,
+                                                  "val_fraction": 0.0, "seed": 7})
+    out = tmp_path / "out"
+    run = run_prep(recipe, out, workers=2)
+    assert run.returncode == 0, run.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    units = int(run.stdout.split(" units in ")[0].split()[-1].split("/")[1])  # "7/7 units in ..."
+    if kind != "zst":  # no declared size: the plan decodes the small file whole, to its last good byte
+        assert units == -(-len(good) // unit)
+    # unit k's window ends just past the first newline at or after (k + 1) x unit - 1 (spool.py)
+    first_failed = next(k for k in range(units) if k == units - 1 or good.find(b"\n", (k + 1) * unit - 1) < 0)
+    assert first_failed >= 2  # not vacuous: whole units lie before the damage
+    assert sorted(f["unit"] for f in m["failed_units"]) == list(range(first_failed, units))
+    assert all(f"{path.name}: corrupt or truncated input" in f["error"] for f in m["failed_units"])
+    lines = good[:good.find(b"\n", first_failed * unit - 1) + 1].splitlines()  # those starting before it
+    docs = read_split(out, "train")
+    if damage == "cut":  # the bytes before a cut are the file's own: the documents too, as of those lines
+        plain = tmp_path / "plain"
+        plain.mkdir()
+        (plain / "kept.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+        spec = json.loads(recipe.read_text())
+        spec["source"]["path"] = str(plain / "kept.jsonl")
+        (plain / "recipe.yaml").write_text(json.dumps(spec))
+        assert run_prep(plain / "recipe.yaml", plain / "out").returncode == 0
+        kept = read_split(plain / "out", "train")
+        assert len(docs) == len(kept) > 100 and all(np.array_equal(a, b) for a, b in zip(docs, kept))
+    else:  # bytes between the damage and where the decoder noticed it may be garbled: counted only
+        assert 100 < len(docs) <= len(lines)
+    assert m["splits"]["train"]["num_docs"] == len(docs)
+
+
+@pytest.mark.parametrize("kind,damage", [("gz", "cut"), ("gz", "flip"), ("zst", "flip"), ("xz", "flip"),
+                                         ("bz2", "cut")])
+def test_the_spools_reader_gives_every_decodable_byte_then_the_error(tmp_path, corpus, kind, damage):
+    """readers.salvage behind the product's own decompressing stream (isal's igzip for .gz): the bytes,
+    and the reader's error after them, as the spool reads them (read1 of SPOOL_BLOCK)."""
+    from pipeline.readers.base import open_input
+    from pipeline.readers.salvage import decode_failures, salvaging_reader
+    from pipeline.spool import SPOOL_BLOCK
+    blob = bytearray(_compressed(tmp_path, corpus, kind).read_bytes())
+    at = len(blob) * 3 // 5
+    if damage == "cut":
+        del blob[at:]
+    else:
+        blob[at:at + 32] = bytes(b ^ 0x5A for b in blob[at:at + 32])
+    path = tmp_path / f"damaged.jsonl.{kind}"
+    path.write_bytes(bytes(blob))
+    good = _decodable(kind, bytes(blob))
+    assert len(good) > SPOOL_BLOCK // 8
+    stream, raw = open_input(str(path))
+    got = []
+    with raw, stream, pytest.raises(decode_failures()):
+        read = salvaging_reader(stream.read1, str(path), None)
+        while block := read(SPOOL_BLOCK):
+            got.append(block)
+    assert b"".join(got) == good
+    if damage == "cut":
+        assert corpus.read_bytes().startswith(good)
+
+
+def test_failed_units_of_a_finished_run_say_overwrite_and_a_stopped_run_resumes(tmp_path, corpus):
+    """Under on_bad_record: skip the run finishes and deletes its state: a re-run only says "already
+    complete", so failed_units tell to re-run with --overwrite, and that re-run says so too. A run
+    that stops on the damage (on_bad_record: error) keeps its state: replaced, the file resumes."""
+    whole = _compressed(tmp_path, corpus, "gz").read_bytes()
+    path = tmp_path / "small.jsonl.gz"
+    path.write_bytes(whole[: len(whole) * 3 // 5])
+    recipe = write_recipe(tmp_path, path)
+    out = tmp_path / "out"
+    run = run_prep(recipe, out, workers=2)
+    assert run.returncode == 0, run.stderr
+    failed = json.loads((out / "manifest.json").read_text())["failed_units"]
+    assert failed and all(f["error"].endswith("replace the file and re-run with --overwrite") for f in failed)
+    path.write_bytes(whole)  # the fix the error names
+    again = run_prep(recipe, out, workers=2)
+    assert again.returncode == 0 and "already complete" in again.stdout
+    assert (f"note: {len(failed)} unit(s) or file(s) failed and were left out (see failed_units in the manifest); "
+            "after replacing their files, --overwrite redoes them") in " ".join(again.stdout.split())
+    redo = subprocess.run([sys.executable, "-m", "pipeline.cli", "tokenize", "--recipe", str(recipe), "--output",
+                           str(out), "--num-workers", "2", "--no-progress", "--overwrite"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert redo.returncode == 0, redo.stderr
+    redone = json.loads((out / "manifest.json").read_text())
+    assert redone["failed_units"] == [] and "already complete" not in redo.stdout
+
+    # a .zst header declares the whole size: the replaced file gets the same plan (a .gz's is planned from
+    # the bytes before the damage, so its replacement is another plan, which the re-run refuses, naming --overwrite)
+    (tmp_path / "strict").mkdir()
+    whole = _compressed(tmp_path / "strict", corpus, "zst").read_bytes()
+    path = tmp_path / "strict" / "small.jsonl.zst"
+    path.write_bytes(whole[: len(whole) * 3 // 5])
+    strict = write_recipe(tmp_path / "strict", path, on_bad_record="error")
+    stopped = run_prep(strict, tmp_path / "out2", workers=2)
+    assert stopped.returncode == 1 and stopped.stderr.rstrip().endswith("replace the file and re-run to resume")
+    path.write_bytes(whole)
+    resumed = run_prep(strict, tmp_path / "out2", workers=2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((tmp_path / "out2" / "manifest.json").read_text())["failed_units"] == []
+    fresh = run_prep(strict, tmp_path / "out3", workers=2)
+    assert fresh.returncode == 0 and snapshot(tmp_path / "out2") == snapshot(tmp_path / "out3")
