@@ -105,13 +105,9 @@ def test_cuts_are_record_starts_and_units_read_every_row_once(tmp_path_factory, 
     assert texts == want and not bad
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list('ab,"\n\r\t\u00e9 ')), max_size=80), st.integers(1, 23),
-       st.integers(3, 60), DIALECTS)
-def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, limit, dialect):
-    """numpy record boundaries + whole-record parsing == the csv module fed physical lines, for any
-    bytes (stray quotes, lone \r, unclosed quotes), block size and max_record_bytes."""
-    data = text.encode()
+def assert_fast_equals_exact(data: bytes, block: int, limit: int, dialect) -> None:
+    """numpy record boundaries + whole-record parsing (`_iter_rows`, reading `block` bytes at a time)
+    give the rows of the csv module fed physical lines (`_slow_rows`)."""
     old = csv_reader.READ_BLOCK
     csv_reader.READ_BLOCK = block
     try:
@@ -120,6 +116,16 @@ def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, l
     finally:
         csv_reader.READ_BLOCK = old
     assert fast == exact
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list('ab,"\n\r\t\u00e9 ')), max_size=80), st.integers(1, 23),
+       st.integers(3, 60), DIALECTS)
+def test_fast_record_path_equals_the_exact_line_path_on_any_input(text, block, limit, dialect):
+    """numpy record boundaries + whole-record parsing == the csv module fed physical lines, for any
+    bytes (stray quotes, lone \r, unclosed quotes), block size and max_record_bytes."""
+    data = text.encode()
+    assert_fast_equals_exact(data, block, limit, dialect)
 
 
 PIECE = st.sampled_from([b"a", b"b", b",", b'"', b'""', b"\n", b"\r", b"\r\n", b"\t", b" ",
@@ -692,14 +698,7 @@ def test_fast_record_path_equals_the_exact_line_path_with_a_wide_delimiter_or_a_
     (its bytes, a closing quote's next ones, split across reads) and a byte order mark or none."""
     data = (b"\xef\xbb\xbf" if bom else b"") + b"".join(p.replace(b",", delimiter.encode()) for p in pieces)
     dialect = Dialect(delimiter, quoted)
-    old = csv_reader.READ_BLOCK
-    csv_reader.READ_BLOCK = block
-    try:
-        fast = list(csv_reader._iter_rows(io.BytesIO(data), 0, -1, limit, dialect))
-        exact = list(csv_reader._slow_rows(io.BytesIO(data), 0, -1, limit, dialect))
-    finally:
-        csv_reader.READ_BLOCK = old
-    assert fast == exact
+    assert_fast_equals_exact(data, block, limit, dialect)
 
 
 @settings(max_examples=200, deadline=None)
