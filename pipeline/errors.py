@@ -31,8 +31,13 @@ def not_a_column(path: str, name: str, columns: list[str], holder: str, template
     "the header", "the file"; `template`: the name came from text_template)."""
     key = "text_template" if template else "text_field"
     what = "text_template field" if template else "text_field"
-    shown = ", ".join(map(repr, columns[:20])) + (" ..." if len(columns) > 20 else "")
-    return SchemaError(f"{path}: {what} {name!r} is not a column; {holder} has {shown}; set source.{key}")
+    return SchemaError(f"{path}: {what} {name!r} is not a column; {holder} has {shown_columns(columns)}; "
+                       f"set source.{key}")
+
+
+def shown_columns(columns: list[str]) -> str:
+    """'a', 'b', ... : the first 20 column names, for an error."""
+    return ", ".join(map(repr, columns[:20])) + (" ..." if len(columns) > 20 else "")
 
 
 def closest(word: str, choices) -> str:

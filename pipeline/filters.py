@@ -104,6 +104,11 @@ def parse_template(template: str, where: str = "text_template") -> tuple[list[st
     return fields, "".join(out)
 
 
+def _field_text(name: str, spec: str, conversion: str | None) -> str:
+    """A template field as written: {name!conversion:spec}."""
+    return "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+
+
 # what a template's field can hold (TextExtractor takes these; a bool, null, list or object is a reject)
 _FIELD_SAMPLES = ("", 0, 0.0)
 
@@ -113,7 +118,7 @@ def _check_spec(name: str, spec: str, conversion: str | None, template: str, whe
     its ValueError mid-run, a traceback ({title!x}, {text:zz}). A spec that fits some of the kinds of
     value a field holds ({n:05d}: an integer) is checked per record: a value it does not fit is a
     bad record (`unformattable_field`, TextExtractor)."""
-    field_ = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+    field_ = _field_text(name, spec, conversion)
     if conversion and conversion not in "rsa":
         raise PrepError(f"{where}: {field_} in {template!r}: !{conversion} is not a conversion; use !r, !s or !a, "
                         "or none")
@@ -140,7 +145,7 @@ def _format_error(template: str, fields: list[str], values: list) -> RecordError
     for _, name, spec, conversion in string.Formatter().parse(template):
         if name is None:
             continue
-        field_ = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        field_ = _field_text(name, spec, conversion)
         value = values[fields.index(name)]
         try:
             ("{0" + field_[len(name) + 1:]).format(value)

@@ -585,14 +585,15 @@ def _gzip():
         return gzip
 
 
-def _codec_errors() -> tuple[type, ...]:
-    """What damaged input raises beyond EOFError/OSError/zlib.error: xz's LZMAError, isal's error."""
+def decode_failures() -> tuple[type, ...]:
+    """What a decompressing stream raises on damaged input. gzip: EOFError/BadGzipFile/zlib.error
+    (isal: its IsalError); zstd: InputCorrupt; bz2: EOFError/OSError; xz: EOFError/LZMAError."""
     import lzma
     try:
         from isal.isal_zlib import error
-        return (lzma.LZMAError, error)
+        return (EOFError, OSError, zlib.error, lzma.LZMAError, error)
     except ImportError:
-        return (lzma.LZMAError,)
+        return (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
@@ -637,9 +638,7 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", stora
         raise
     except FileNotFoundError:
         raise PrepError(f"{path}: file disappeared during the run") from None
-    # gzip: EOFError/BadGzipFile/zlib.error (isal: its IsalError); zstd: InputCorrupt; bz2: EOFError/
-    # OSError; xz: EOFError/LZMAError. The tuple is only built when an exception reaches this clause
-    except (EOFError, OSError, zlib.error, *_codec_errors()) as e:
+    except decode_failures() as e:  # the tuple is only built when an exception reaches this clause
         from pipeline.readers.sniff import misnamed_compression
         if (why := misnamed_compression(path, lambda: open_raw(path, storage_options))) is not None:
             raise SchemaError(f"{path}: {why}") from None  # not damage: the name; stops the run with the rename

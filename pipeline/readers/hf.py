@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline import hub
-from pipeline.errors import RESUME_FIX, PrepError, SchemaError
+from pipeline.errors import RESUME_FIX, PrepError, SchemaError, shown_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
 from pipeline.recipe import HF_SAVED_MARKERS, SourceConfig, is_local_saved_dataset, is_url
@@ -267,8 +267,8 @@ def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
     if missing:
         key = "text_template" if source.text_template else "text_field"
         what = "text_template field" if source.text_template else "text_field"
-        shown = ", ".join(map(repr, names[:20])) + (" ..." if len(names) > 20 else "")
-        raise SchemaError(f"source.{key}: {what} {missing[0]!r} is not a column of {source.path}; it has {shown}; "
+        raise SchemaError(f"source.{key}: {what} {missing[0]!r} is not a column of {source.path}; it has "
+                          f"{shown_columns(names)}; "
                           f"set source.{key} to one of them")
 
 

@@ -25,22 +25,11 @@ import lzma
 import zlib
 from collections.abc import Callable, Iterator
 
-from pipeline.readers.base import compression_of, open_raw
+from pipeline.readers.base import compression_of, decode_failures, open_raw
 
-__all__ = ["iter_salvaged", "decode_failures", "salvaging_reader"]
+__all__ = ["iter_salvaged", "salvaging_reader"]
 
 FEED = 1 << 16  # compressed bytes per decompress() call; a feed that raises is redone byte by byte
-
-
-def decode_failures() -> tuple[type, ...]:
-    """What a decompressing stream raises on damaged input (readers.base.decode_errors turns these into
-    the user's error): EOFError, OSError (zstd's InputCorrupt, bz2, BadGzipFile), zlib's, xz's, isal's."""
-    failures: tuple[type, ...] = (EOFError, OSError, zlib.error, lzma.LZMAError)
-    try:
-        from isal.isal_zlib import error
-        return (*failures, error)
-    except ImportError:
-        return failures
 
 
 def _new_decoder(path: str) -> Callable | None:

@@ -224,8 +224,8 @@ def test_every_unit_before_the_damage_keeps_its_documents(tmp_path, corpus, kind
 def test_the_spools_reader_gives_every_decodable_byte_then_the_error(tmp_path, corpus, kind, damage):
     """readers.salvage behind the product's own decompressing stream (isal's igzip for .gz): the bytes,
     and the reader's error after them, as the spool reads them (read1 of SPOOL_BLOCK)."""
-    from pipeline.readers.base import open_input
-    from pipeline.readers.salvage import decode_failures, salvaging_reader
+    from pipeline.readers.base import decode_failures, open_input
+    from pipeline.readers.salvage import salvaging_reader
     from pipeline.spool import SPOOL_BLOCK
     blob = bytearray(_compressed(tmp_path, corpus, kind).read_bytes())
     at = len(blob) * 3 // 5
