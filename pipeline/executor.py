@@ -46,8 +46,9 @@ from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_man
 from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
-from pipeline.recipe import Recipe, is_url, local_path
+from pipeline.recipe import Recipe
 from pipeline.shards import named, part_intact
+from pipeline.source_formats import is_url, local_path
 from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, rejects_name
 from pipeline.worker_process import init_worker, run_unit, unit_or_failure

@@ -57,7 +57,7 @@ def _workers_import_datasets(source) -> bool:
     """Whether workers read `source` through `datasets`: streamed shards, a split slice (a view), a
     remote saved directory. Workers memory-map the Arrow files of a local saved directory or of a
     prepared hub/builder dataset with pyarrow (pipeline.readers.hf)."""
-    from pipeline.recipe import is_url
+    from pipeline.source_formats import is_url
     through_datasets = bool(source.streaming) or "[" in (source.split or "") or is_url(source.path)
     # the format last: inferring a directory's takes its census
     return through_datasets and source.resolved_format() == "hf"

@@ -27,7 +27,8 @@ from dataclasses import replace
 from pipeline.errors import PrepError
 from pipeline.readers import base
 from pipeline.readers.base import BadRecords, DocBatch, WorkUnit
-from pipeline.recipe import Recipe, is_url, local_path
+from pipeline.recipe import Recipe
+from pipeline.source_formats import is_url, local_path
 
 log = logging.getLogger("prep")
 

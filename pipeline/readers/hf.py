@@ -35,7 +35,8 @@ from pipeline import hub
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError, shown_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
-from pipeline.recipe import HF_SAVED_MARKERS, SourceConfig, is_local_saved_dataset, is_url
+from pipeline.recipe import SourceConfig
+from pipeline.source_formats import HF_SAVED_MARKERS, is_local_saved_dataset, is_url
 
 __all__ = ["plan", "iter_batches", "warn_unbalanced", "load"]
 

@@ -45,7 +45,8 @@ from pipeline.readers.base import (
     without_bom,
 )
 from pipeline.readers.sniff import refuse_mislabeled_stream
-from pipeline.recipe import SourceConfig, is_url
+from pipeline.recipe import SourceConfig
+from pipeline.source_formats import is_url
 
 log = logging.getLogger("prep")
 

@@ -30,7 +30,8 @@ from pipeline.readers.base import (
     open_raw,
     serves_ranges,
 )
-from pipeline.recipe import SourceConfig, is_url
+from pipeline.recipe import SourceConfig
+from pipeline.source_formats import is_url
 
 __all__ = ["plan", "iter_batches"]
 

@@ -43,7 +43,8 @@ from pipeline.readers.base import (
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
 from pipeline.readers.sniff import HEAD_BYTES, refuse_mislabeled, refuse_mislabeled_stream
-from pipeline.recipe import SourceConfig, is_url
+from pipeline.recipe import SourceConfig
+from pipeline.source_formats import is_url
 
 __all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
 

@@ -200,9 +200,9 @@ def test_a_code_tree_is_named_with_the_glob_that_reads_it(tmp_path):
                                            ".gz", ".zst", ".bz2", ".xz"]),
                           st.sampled_from(["", ".gz", ".ZST", ".bz2", ".xz", ".lz4"])), max_size=30))
 def test_formats_inferred_once_per_suffix_are_each_files_own(parts):
-    """A directory's census infers a format once per suffix (recipe._formats_by_name): the same as
+    """A directory's census infers a format once per suffix (source_formats._formats_by_name): the same as
     inferring each file's, whatever the compression suffix or a dot in a directory's name."""
-    from pipeline.recipe import _formats_by_name, infer_format
+    from pipeline.source_formats import _formats_by_name, infer_format
     files = [f"/data/{d}{stem}{ext}{comp}" for d, stem, ext, comp in parts]
     assert _formats_by_name(files) == {f: infer_format(f, look_inside=False) for f in files}
 
@@ -211,23 +211,24 @@ def test_a_first_look_at_a_recipe_leaves_its_directory_unlisted(tmp_path, monkey
     """The CLI reads the recipe once to start the forkserver early (launch._warm_for): unvalidated,
     so a directory source's census (seconds for 10^5-10^6 files) waits until after that start, and
     whether workers import `datasets` is told without inferring a format unless it can matter."""
-    from pipeline import recipe as recipe_module
+    from pipeline import source_formats
     from pipeline.pool import _workers_import_datasets
     d = tmp_path / "code"
     d.mkdir()
     (d / "a.py").write_text("x = 1\n")
     (tmp_path / "r.yaml").write_text(f"name: t\nsource: {{path: {d}}}\ntokenizer: {{path: tok.json}}\n"
                                      "output: {dir: out}\n")
-    recipe_module._DIR_CENSUS.clear()
+    source_formats._DIR_CENSUS.clear()
     look = Recipe.from_yaml(tmp_path / "r.yaml", validate=False)
-    assert not recipe_module._DIR_CENSUS
-    assert not _workers_import_datasets(look.sources[0]) and not recipe_module._DIR_CENSUS
+    assert not source_formats._DIR_CENSUS
+    assert not _workers_import_datasets(look.sources[0]) and not source_formats._DIR_CENSUS
     with pytest.raises(PrepError, match="holding no file of a known format; it holds 1 .py file"):
         Recipe.from_yaml(tmp_path / "r.yaml")
+    assert source_formats._DIR_CENSUS  # validating lists it, here: the checks above look in the right place
     from pipeline import launch, pool
     warmed = []
-    monkeypatch.setattr(pool, "warm_forkserver", lambda recipe: warmed.append(dict(recipe_module._DIR_CENSUS)))
-    recipe_module._DIR_CENSUS.clear()
+    monkeypatch.setattr(pool, "warm_forkserver", lambda recipe: warmed.append(dict(source_formats._DIR_CENSUS)))
+    source_formats._DIR_CENSUS.clear()
     launch._warm_for({"recipe": str(tmp_path / "r.yaml"), "sets": [], "output": None, "num_workers": 2})
     assert warmed == [{}]
 

@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.errors import PrepError
-from pipeline.recipe import Recipe, apply_overrides, elsewhere_hint
+from pipeline.recipe import Recipe
+from pipeline.recipe_values import apply_overrides
+from pipeline.source_files import elsewhere_hint
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

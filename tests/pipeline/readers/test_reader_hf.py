@@ -188,7 +188,7 @@ def test_saved_directory_is_planned_as_datasets_would_and_read_without_it(tmp_pa
     import subprocess
     import sys
 
-    from pipeline.recipe import is_local_saved_dataset
+    from pipeline.source_formats import is_local_saved_dataset
     texts = [f"doc {i} " + "w" * (i % 97) for i in range(3000)]
     datasets.Dataset.from_dict({"text": texts, "n": list(range(3000))}).save_to_disk(str(tmp_path / "s"), num_shards=3)
     source = SourceConfig(path=str(tmp_path / "s"), format="hf")

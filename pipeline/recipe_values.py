@@ -1,0 +1,122 @@
+"""A raw recipe mapping's values, before they become dataclasses: `--set key=value` overrides written
+into the mapping, and each value checked against its field's type hint (with errors that name the
+dotted key, the value and what it should be). pipeline.recipe builds the dataclasses with these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from typing import Literal, Union
+
+from pipeline.errors import PrepError, closest
+
+__all__ = ["apply_overrides", "check_value"]
+
+
+# a number in exponent form that YAML 1.1 (PyYAML) reads as a string: it takes a float only with a dot
+# and a signed exponent (1.0e+8), so `shard_tokens: 1e8` (and 1.5e9, 5e-4) was "expected an integer, got str"
+_EXPONENT = re.compile(r"[-+]?(\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)[eE][-+]?\d+")
+
+
+def check_value(value, tp, dotted: str):
+    """Check `value` against a type hint; return it (lists become tuples of configs where needed)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        errors = []
+        for arm in typing.get_args(tp):
+            try:
+                return check_value(value, arm, dotted)
+            except PrepError as e:
+                errors.append(e)
+        raise PrepError(f"{dotted}: {value!r} is not {_describe(tp)}")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            choices = [str(c) for c in typing.get_args(tp)]
+            raise PrepError(f"{dotted}: {value!r} is not one of {', '.join(choices)}{closest(str(value), choices)}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise PrepError(f"{dotted}: expected a list, got {value!r}")
+        (arm, *_) = typing.get_args(tp)
+        return type(value)(check_value(v, arm, f"{dotted}[{i}]") for i, v in enumerate(value))
+    if tp is type(None):
+        if value is not None:
+            raise PrepError(f"{dotted}: expected nothing (null), got {value!r}")
+        return None
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        raise PrepError(f"{dotted}: expected a mapping, got {value!r}")
+    if tp in (int, float) and isinstance(value, str) and _EXPONENT.fullmatch(value):
+        try:
+            value = float(value)  # then an integer below where it is whole: 1e8, 1.5e9
+        except ValueError:  # misplaced underscores (1__0e3): the error below, about the text
+            pass
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # 1.0e+8 in YAML is a float, 1e8 a string (converted above)
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _describe(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(tp)))
+    if origin in (list, tuple):
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false",
+            type(None): "null", dict: "a mapping"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `--set key.sub=value` (value parsed as YAML) to the raw recipe mapping."""
+    import yaml
+    data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
+    for item in overrides or ():
+        if "=" not in item:
+            raise PrepError(f"--set {item!r}: expected key=value, for example --set output.dir=out/x")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        parts = key.strip().split(".")
+        if parts[0] == "source" and "sources" in data:
+            parts[0:1] = ["sources", "0"]
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):
+                node = node[_list_index(node, part, key, parts[:i])]
+                continue
+            if part == "source" and "source" not in node and i == 0:
+                node = node.setdefault("source", {})
+                continue
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, (dict, list)):
+                raise PrepError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
+            node = nxt
+        if isinstance(node, list):
+            node[_list_index(node, parts[-1], key, parts[:-1])] = value
+        else:
+            node[parts[-1]] = value
+    return data
+
+
+def _list_index(node: list, part: str, key: str, path: list[str]) -> int:
+    """`part` as an index of the list `node` (at dotted `path`) for `--set key=...`, or a PrepError
+    naming the indices there are (int(part) and node[...] raised a ValueError or IndexError: a
+    traceback). An index counts from 0 as the list is written; a negative one is refused too."""
+    if part.isascii() and part.isdigit() and int(part) < len(node):  # ascii: int() refuses "²"
+        return int(part)
+    where = ".".join(path)
+    has = (f"holds {len(node)} item{'s' if len(node) != 1 else ''}: give an index from 0 to {len(node) - 1}"
+           if node else "is an empty list")
+    raise PrepError(f"--set {key}: {part!r} is not an index of {where}, which {has}")

@@ -1,0 +1,178 @@
+"""Which files a source reads: its paths, globs, directories and URLs listed into files, in the
+order the paths are listed, each once; and, for a relative path that is missing, where it is.
+
+The format of each path (and a directory's census) comes from pipeline.source_formats.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.errors import PrepError
+from pipeline.source_formats import (
+    dir_census,
+    format_suffixes,
+    infer_format,
+    is_data_name,
+    is_url,
+    local_dir,
+    local_path,
+    other_files_hint,
+    refuse_slash_after_file,
+)
+
+if TYPE_CHECKING:  # annotations only: pipeline.recipe imports this module
+    from pipeline.recipe import SourceConfig
+
+__all__ = ["expand_files", "elsewhere_hint"]
+
+log = logging.getLogger("prep")
+
+
+def expand_files(source: SourceConfig, seen: tuple[dict[str, int], dict] | None = None) -> list[str]:
+    """Sorted files matched by each path/glob, in the order the paths are listed, each once (where
+    its first path puts it); with `seen` (readers.base.planning_sizes: sizes, stamps), each local
+    match's size and mtime are recorded there (one stat() per file tells all three)."""
+    sizes, stamps = seen if seen is not None else (None, None)
+    files: list[str] = []
+    for p in source.paths():
+        if is_url(p):
+            files.extend(_expand_url(p, source.storage_options, source))
+            continue
+        local = p[len("file://"):] if p.startswith("file://") else p
+        if (d := local_dir(p)) is not None:  # a directory: its files of this source's format
+            fmt = source.resolved_format()
+            matches = [f for f, kind in dir_census(d).items() if kind == fmt]
+            if not matches:
+                other = other_files_hint(d, format_set=True) if fmt == "text" else ""
+                raise PrepError(f"source.path: the directory {p!r} holds no {fmt} file (suffixes "
+                                f"{format_suffixes(fmt)}, compressed "
+                                "or not); " + (other or "fix the path or source.format"))
+            if sizes is not None:
+                for f in matches:
+                    st = os.stat(f)
+                    sizes[f], stamps[f] = st.st_size, st.st_mtime_ns
+            files.extend(matches)
+            continue
+        matches = []
+        literal = os.path.expanduser(local)
+        # a file named with glob characters ("data[1].jsonl") is that file: as a pattern it matched
+        # nothing, or another file ("data1.jsonl"), read silently in its place
+        exact = any(c in literal for c in "*?[") and os.path.isfile(literal)
+        for m in [literal] if exact else sorted(glob.glob(literal, recursive=True)):
+            try:
+                st = os.stat(m)
+            except OSError:  # vanished since the listing, or a broken link: not a file
+                continue
+            if stat.S_ISREG(st.st_mode):
+                matches.append(m)
+                if sizes is not None:
+                    sizes[m], stamps[m] = st.st_size, st.st_mtime_ns
+        if not matches:
+            refuse_slash_after_file(p)
+            raise PrepError(f"source.path: no file matches {p!r} (relative paths resolve against "
+                            f"the current directory {os.getcwd()}); fix the path or glob")
+        files.extend(matches)
+    return _each_once(files, source.path) if len(source.paths()) > 1 else files  # one path lists a file once
+
+
+# the repeats already warned of in this process: a run lists its sources' files more than once
+_REPEATS_WARNED: set[tuple[str, ...]] = set()
+
+
+def _each_once(files: list[str], path) -> list[str]:
+    """`files` with every file after its first place left out (a file and a glob matching it, or two
+    overlapping globs: [part0.jsonl, part*.jsonl] read part0 twice, its documents twice in the dataset),
+    and a warning naming them. A file under two sources is read by each: an upsampling, say."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    repeats: dict[str, None] = {}
+    cwd = os.getcwd()  # once: abspath asks for it per file
+    for f in files:  # `d/./a.jsonl` and `d/a.jsonl` are one file; links and hard links are left as given
+        key = f if is_url(f) else os.path.normpath(os.path.join(cwd, os.path.expanduser(local_path(f))))
+        if key in seen:
+            repeats[f] = None
+        else:
+            seen.add(key)
+            kept.append(f)
+    if repeats and tuple(repeats) not in _REPEATS_WARNED:
+        _REPEATS_WARNED.add(tuple(repeats))
+        names = list(repeats)
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+        log.warning("source.path %s: %s %s matched by more than one of its paths; read once, where first listed",
+                    path, listed, "is" if len(names) == 1 else "are")
+    return kept
+
+
+def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
+    """The files under a directory URL (`s3://bucket/prefix/`), recursively, of format `fmt`; hidden and
+    README/LICENSE-like names left out, as in a local directory."""
+    import fsspec
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        found = sorted(fs.find(root))
+    except Exception as e:  # network, credentials, a filesystem that cannot list (https)
+        raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "source.storage_options, or list the files explicitly") from None
+
+    def data(path: str) -> bool:
+        rel = path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/")) else path
+        names = rel.split("/")
+        return (not any(n.startswith(".") for n in names[:-1]) and is_data_name(names[-1])
+                and infer_format(names[-1], look_inside=False) == fmt)
+    matches = [fs.unstrip_protocol(f) for f in found if data(f)]
+    if not matches:
+        raise PrepError(f"source.path: {url!r} holds no {fmt} file (suffixes "
+                        f"{format_suffixes(fmt)}, compressed or not); "
+                        "fix the URL or source.format")
+    return matches
+
+
+def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[str]:
+    """A URL without glob characters as is (checked when opened), or, one ending in "/", the files
+    under that prefix of the source's format (as for a local directory); a glob listed through fsspec."""
+    if url.endswith("/") and not any(c in url.split("://", 1)[1] for c in "*?["):
+        return _url_dir_files(url, storage_options, source.resolved_format())
+    if not any(c in url.split("://", 1)[1] for c in "*?["):
+        return [url]
+    import fsspec
+    try:
+        fs, pattern = fsspec.core.url_to_fs(url, **storage_options)
+        if fs.isfile(pattern):  # an object named with glob characters is that object (see expand_files)
+            return [url]
+        matches = sorted(m for m in fs.glob(pattern) if fs.isfile(m))
+    except Exception as e:  # network, credentials, unsupported listing (https)
+        raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+                        "source.storage_options, or list the files explicitly") from None
+    if not matches:
+        raise PrepError(f"source.path: no file matches {url!r}; fix the URL or glob")
+    return [fs.unstrip_protocol(m) for m in matches]
+
+
+def elsewhere_hint(path: str, recipe_file: str | None) -> str:
+    """For a relative local path that is missing: where it is, found from the recipe's directory or
+    one of its 3 nearest parents (the demo recipe's `recipes/demo/corpus.jsonl` is relative to the
+    repository, the recipe's parent), and what to do. Relative paths stay relative to the working
+    directory, as for every command-line tool and `--set`; a recipe run from elsewhere gets the fix."""
+    if not recipe_file or not path or os.path.isabs(os.path.expanduser(path)) or is_url(path):
+        return ""
+    if glob.glob(path, recursive=True) if glob.has_magic(path) else os.path.exists(path):
+        return ""  # there from here: the error is about something else
+    base = Path(recipe_file).resolve().parent
+    for _ in range(4):
+        # joined as text, as `path` was looked for above: Path() drops a trailing "/", so `corpus.jsonl/`
+        # was found beside the recipe, and the hint said to run prep from where it was run
+        candidate = os.path.join(base, path)
+        if glob.glob(candidate, recursive=True) if glob.has_magic(path) else os.path.exists(candidate):
+            found = "matches files" if glob.has_magic(path) else "exists"
+            return (f" ({Path(candidate)} {found}: relative paths resolve against the current directory "
+                    f"{os.getcwd()}, not the recipe's; run prep from {base}, or give that path)")
+        if base.parent == base:
+            break
+        base = base.parent
+    return ""
