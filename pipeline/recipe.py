@@ -243,11 +243,16 @@ class Recipe:
     def from_dict(cls, data: dict, where: str = "recipe", source_file: str | None = None,
                   validate: bool = True) -> Recipe:
         data = dict(data)
+        or_source = "; or leave it out to read `source:`" if "source" in data else ""
         if "sources" in data and not isinstance(data["sources"], list):
             # before "not both": `--set sources=null` beside `source:` was told to give only one of them
             got = "null" if data["sources"] is None else f"{type(data['sources']).__name__} {data['sources']!r}"
             raise PrepError(f"{where}: `sources:` must be a list of sources, such as [{{path: a.jsonl}}, {{path: "
-                            f"b.csv}}], got {got}" + ("; or leave it out to read `source:`" if "source" in data else ""))
+                            f"b.csv}}], got {got}{or_source}")
+        if data.get("sources") == []:
+            # before "missing `source:`" (it is there, empty) and "not both" (`--set sources=[]` beside `source:`)
+            raise PrepError(f"{where}: `sources:` is an empty list; give at least one source, such as sources: "
+                            f"[{{path: a.jsonl}}]{or_source}")
         if "source" in data and "sources" in data:
             raise PrepError(f"{where}: give either `source:` or `sources:`, not both")
         if "source" in data:

@@ -92,6 +92,23 @@ def test_sources_that_are_not_a_list_say_so():
         assert str(e.value) == fix + got
 
 
+def test_an_empty_sources_list_says_it_is_empty(tmp_path):
+    """`sources: []` was told "missing `source:`": the key was there, its list empty."""
+    no_source = {k: v for k, v in BASE.items() if k != "source"}
+    fix = "`sources:` is an empty list; give at least one source, such as sources: [{path: a.jsonl}]"
+    for data, beside in [({**no_source, "sources": []}, ""),
+                         (apply_overrides(BASE, ["sources=[]"]), "; or leave it out to read `source:`")]:
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict(data)
+        assert str(e.value) == f"recipe: {fix}{beside}"
+    (tmp_path / "r.yaml").write_text("name: t\nsources: []\ntokenizer: {path: t.json}\noutput: {dir: o}\n")
+    with pytest.raises(PrepError) as e:
+        Recipe.from_yaml(tmp_path / "r.yaml")
+    assert str(e.value) == f"{tmp_path / 'r.yaml'}: {fix}"
+    with pytest.raises(PrepError, match="missing `source:`"):  # no key at all: still told it is missing
+        Recipe.from_dict(no_source)
+
+
 def test_missing_section():
     with pytest.raises(PrepError, match="missing `tokenizer:`"):
         Recipe.from_dict({k: v for k, v in BASE.items() if k != "tokenizer"})
