@@ -111,6 +111,19 @@ def _field_text(name: str, spec: str, conversion: str | None) -> str:
 
 # what a template's field can hold (TextExtractor takes these; a bool, null, list or object is a reject)
 _FIELD_SAMPLES = ("", 0, 0.0)
+# the largest width, and number precision, a template's spec may give: either makes a string that long of
+# every value ({text:>1000000000}: 1 GB at validation, when a sample was formatted with it, and 1 GB per
+# record after); far past any alignment or number format. A string's precision only cuts it: any is taken
+_SPEC_MAX = 10_000
+# [[fill]align] [sign] [z] [#] [0][width] [grouping] [.precision]: the digit runs of a format spec
+_SPEC_NUMBERS = re.compile(r"[-+ ]?z?#?(\d*)[,_]?(?:\.(\d+))?")
+
+
+def _spec_numbers(spec: str) -> tuple[int, int]:
+    """(width, precision) of a format spec, 0 for one it does not give: ">20.5" -> (20, 5)."""
+    rest = spec[2:] if spec[1:2] and spec[1] in "<>=^" else spec[1:] if spec[:1] in "<>=^" else spec
+    m = _SPEC_NUMBERS.match(rest)  # matches every string (each part is optional)
+    return int(m[1] or 0), int(m[2] or 0)
 
 
 def _check_spec(name: str, spec: str, conversion: str | None, template: str, where: str) -> None:
@@ -127,6 +140,18 @@ def _check_spec(name: str, spec: str, conversion: str | None, template: str, whe
                         "spec out, as {text:>20}")
     if not spec:
         return
+    width, precision = _spec_numbers(spec)
+    if width > _SPEC_MAX:
+        raise PrepError(f"{where}: {field_} in {template!r}: width {width:,} pads every value to that many "
+                        f"characters; give at most {_SPEC_MAX:,} (a width aligns short values, as {{text:>20}})")
+    if precision > _SPEC_MAX:
+        try:
+            format("", spec)  # a string's precision cuts it: nothing that long is made
+            return
+        except ValueError:
+            raise PrepError(f"{where}: {field_} in {template!r}: precision {precision:,} writes every number with "
+                            f"that many digits; give at most {_SPEC_MAX:,} (only a string's precision, which cuts "
+                            "it, may be larger)") from None
     errors = []
     for sample in ("",) if conversion else _FIELD_SAMPLES:  # a conversion makes every value a string
         try:

@@ -70,6 +70,39 @@ def test_a_template_spec_that_fits_some_values_is_checked_per_record():
         TextExtractor("text", "{n:c}")({"n": 1 << 40})  # OverflowError: past U+10FFFF
 
 
+def test_a_template_width_or_number_precision_past_the_bound_is_refused_unmade(monkeypatch):
+    """{text:>1000000000} made a 1 GB string at validation (a sample formatted with its spec) and would
+    pad every record to it; {text:>9223372036854775807} was a MemoryError traceback. Refused, naming the
+    field, before anything is formatted with it; a string's precision (a cut) may be any size."""
+    from pipeline import filters
+    formatted = []
+
+    def recording_format(value, spec):  # a precision past 10,000 only on a string, which it cuts
+        cuts = [int(n) for n in re.findall(r"\.(\d+)", spec)]
+        widths = [int(n) for n in re.findall(r"\d+", re.sub(r"\.\d+", "", spec))]
+        assert max(widths, default=0) <= 10_000 and (max(cuts, default=0) <= 10_000 or isinstance(value, str)), spec
+        formatted.append(spec)
+        return format(value, spec)
+    monkeypatch.setattr(filters, "format", recording_format, raising=False)  # what _check_spec calls
+    width = "give at most 10,000 (a width aligns short values, as {text:>20})"
+    digits = "give at most 10,000 (only a string's precision, which cuts it, may be larger)"
+    for spec, said in ((">1000000000", f"width 1,000,000,000 pads every value to that many characters; {width}"),
+                       ("0>10001", f"width 10,001 pads every value to that many characters; {width}"),
+                       ("=+09223372036854775807", "width 9,223,372,036,854,775,807 pads"),
+                       ("!r:^99999999999", "width 99,999,999,999 pads"),
+                       (".1000000000f", f"precision 1,000,000,000 writes every number with that many digits; {digits}"),
+                       ("#.20000g", "precision 20,000 writes every number"),
+                       (".99999999999999999999", "precision 99,999,999,999,999,999,999 writes")):
+        template = "{text" + (spec if spec.startswith("!") else ":" + spec) + "}"
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict(with_source(text_template=template))
+        assert str(e.value).startswith(f"source.text_template: {template} in {template!r}: {said}"), str(e.value)
+    for ok in ("{text:>10000}", "{text:.1000000000}", "{text!s:.50000}", "{n:.10000f}", "{x:_>10000.2f}"):
+        assert Recipe.from_dict(with_source(text_template=ok)).sources[0].text_template == ok
+    assert "_>10000.2f" in formatted and ".1000000000" in formatted  # the recorder saw the checks
+    assert TextExtractor("text", "{text:.3}")({"text": "abcdef"}) == "abc"
+
+
 def test_a_template_error_shows_literal_braces_as_they_are_written():
     with pytest.raises(PrepError) as e:
         Recipe.from_dict(with_source(text_template="{a} }"))
