@@ -79,6 +79,13 @@ def plan_units(recipe: Recipe, num_workers: int | None = None, inputs: dict | No
     compares when the run resumes, pipeline.input_changes)."""
     with base.planning():  # sizes looked up once though the plan may run twice, never reused later
         units = _plan_units(recipe, num_workers)
+        if recipe.on_bad_record == "error" and (damaged := base.planning_damage()):
+            # stopped before any unit runs: the plan of a damaged file is not its replacement's, so a run
+            # begun on it could not resume once the file is replaced (its re-run plans afresh)
+            why = next(iter(damaged.values()))
+            more = f" ({len(damaged) - 1} more compressed file(s) are damaged too)" if len(damaged) > 1 else ""
+            raise PrepError(f"{why}{more}; found while planning, before any unit ran (on_bad_record: error): "
+                            "replace the file and re-run")
         if inputs is not None:
             inputs.update(_input_files(recipe, units))
         return units

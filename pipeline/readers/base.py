@@ -36,7 +36,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planned_head", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planned_head", "planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -184,12 +184,14 @@ def planning():
     _sizes, _stamps = {}, {}
     _planned.clear()
     _heads.clear()
+    _damaged.clear()
     try:
         yield
     finally:
         _sizes = _stamps = None
         _planned.clear()
         _heads.clear()
+        _damaged.clear()
 
 
 # listeners (path, bytes scanned, file size) of the plan's scans of whole files (CSV's quote parity,
@@ -357,6 +359,17 @@ _planned: dict[tuple[str, int], int] = {}  # (path, size): planned size, within 
 # for a URL is one more request per file (a 5 MB block on s3fs)
 _heads: dict[str, bytes] = {}
 HEAD_BYTES = 256
+# path: what is wrong with a compressed file whose plan decoded it whole and met damage after some good
+# bytes, within `planning()` (planning_damage)
+_damaged: dict[str, str] = {}
+
+
+def planning_damage() -> dict[str, str]:
+    """{path: "PATH: corrupt or truncated input ..."} for the compressed files the plan decoded whole
+    and found damaged, in plan order. Their ranges are planned from the bytes before the damage, so the
+    file replaced whole gets another plan: under `on_bad_record: error` the plan stops on them
+    (readers.plan_units) before any unit runs, where the fix is to replace the file and re-run."""
+    return dict(_damaged)
 
 
 def planned_head(path: str) -> bytes | None:
@@ -402,8 +415,12 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
                     head += block[:HEAD_BYTES - len(head)]
                     if keep_head:
                         _heads[path] = head
-    except Exception:  # cut short by the sample's end; else damaged (or unreadable: 0, one unit, which reports why)
+    except Exception as e:  # cut short by the sample's end; else damaged (or unreadable: 0, one unit, which reports why)
         if not sampled:
+            if out and _sizes is not None:  # after good bytes: damage (a file that is not of its compression, one
+                # named .gz say, fails at once and is told by the unit that reads it, sniff.misnamed_compression)
+                _damaged[path] = (f"{path}: corrupt or truncated input: it decodes to byte {out:,} of its "
+                                  f"decompressed text, then {type(e).__name__}: {e}")
             return declared if compression_of(path) == "zstd" and declared >= out else out
     if not sampled:
         return out

@@ -251,7 +251,7 @@ def test_the_spools_reader_gives_every_decodable_byte_then_the_error(tmp_path, c
 def test_failed_units_of_a_finished_run_say_overwrite_and_a_stopped_run_resumes(tmp_path, corpus):
     """Under on_bad_record: skip the run finishes and deletes its state: a re-run only says "already
     complete", so failed_units tell to re-run with --overwrite, and that re-run says so too. A run
-    that stops on the damage (on_bad_record: error) keeps its state: replaced, the file resumes."""
+    under on_bad_record: error stops on the damage; replaced, the file gives a clean run's dataset."""
     whole = _compressed(tmp_path, corpus, "gz").read_bytes()
     path = tmp_path / "small.jsonl.gz"
     path.write_bytes(whole[: len(whole) * 3 // 5])
@@ -273,18 +273,58 @@ def test_failed_units_of_a_finished_run_say_overwrite_and_a_stopped_run_resumes(
     redone = json.loads((out / "manifest.json").read_text())
     assert redone["failed_units"] == [] and "already complete" not in redo.stdout
 
-    # a .zst header declares the whole size: the replaced file gets the same plan (a .gz's is planned from
-    # the bytes before the damage, so its replacement is another plan, which the re-run refuses, naming --overwrite)
+    # under on_bad_record: error the plan, which decodes this small file whole, stops on its damage; the
+    # replaced file then runs (test_under_error_damage_the_plan_meets_stops_before_any_unit_...)
     (tmp_path / "strict").mkdir()
     whole = _compressed(tmp_path / "strict", corpus, "zst").read_bytes()
     path = tmp_path / "strict" / "small.jsonl.zst"
     path.write_bytes(whole[: len(whole) * 3 // 5])
     strict = write_recipe(tmp_path / "strict", path, on_bad_record="error")
     stopped = run_prep(strict, tmp_path / "out2", workers=2)
-    assert stopped.returncode == 1 and stopped.stderr.rstrip().endswith("replace the file and re-run to resume")
+    assert stopped.returncode == 1 and stopped.stderr.rstrip().endswith("replace the file and re-run")
     path.write_bytes(whole)
     resumed = run_prep(strict, tmp_path / "out2", workers=2)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((tmp_path / "out2" / "manifest.json").read_text())["failed_units"] == []
     fresh = run_prep(strict, tmp_path / "out3", workers=2)
     assert fresh.returncode == 0 and snapshot(tmp_path / "out2") == snapshot(tmp_path / "out3")
+
+
+def _units_run(run) -> tuple[int, int]:
+    """(units run, units planned) from the summary line "3/7 units in ...\""""
+    ran, total = run.stdout.split(" units in ")[0].split()[-1].split("/")
+    return int(ran), int(total)
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
+def test_under_error_damage_the_plan_meets_stops_before_any_unit_and_the_replaced_file_runs(tmp_path, corpus, kind):
+    """A compressed file small enough for the plan to decode whole (no declared size to go by) is planned
+    from the bytes before its damage, and its replacement gets another plan: a run that stopped on it
+    after running units said "replace the file and re-run to resume", and the re-run was refused as
+    another recipe. Under on_bad_record: error the plan now stops on it, naming it; replaced, the file
+    runs to the dataset of a clean run."""
+    whole = _compressed(tmp_path, corpus, kind).read_bytes()
+    path = tmp_path / f"small.jsonl.{kind}"
+    path.write_bytes(whole[: len(whole) * 3 // 5])
+    (tmp_path / "plain").mkdir()
+    head = corpus.read_bytes()[:100_000]
+    (tmp_path / "plain" / "a.jsonl").write_bytes(head[:head.rfind(b"\n") + 1])  # a good file before it
+    recipe = write_recipe(tmp_path, tmp_path / "plain", on_bad_record="error")
+    spec = json.loads(recipe.read_text())
+    spec["source"]["path"] = [str(tmp_path / "plain" / "a.jsonl"), str(path)]
+    recipe.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    stopped = run_prep(recipe, out, workers=2)
+    assert stopped.returncode == 1
+    message = stopped.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"error: {path}: corrupt or truncated input: it decodes to byte ")
+    assert message.endswith("found while planning, before any unit ran (on_bad_record: error): replace the file "
+                            "and re-run")
+    assert not (out / ".prep" / "journal.jsonl").exists()
+    path.write_bytes(whole)  # the fix it names
+    again = run_prep(recipe, out, workers=2)
+    assert again.returncode == 0, again.stderr
+    assert _units_run(again)[1] >= 8  # not vacuous: the replaced file is several units
+    fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
+    assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
+
