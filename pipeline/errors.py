@@ -9,9 +9,10 @@ import difflib
 
 # The fix a damaged input's error ends with. True while the run that met it can resume: one that stopped
 # on it (on_bad_record: error) keeps its state, and a re-run redoes the units of a replaced file
-# (input_changes.accept). A run that finishes under on_bad_record: skip deletes its state once the
-# manifest is written, and a re-run of it only says "already complete", so finalize records these
-# errors in the manifest's failed_units with FINISHED_FIX instead.
+# (input_changes.accept), taking the replacement's plan where that differs (input_changes.replanned).
+# A run that finishes under on_bad_record: skip deletes its state once the manifest is written, and a
+# re-run of it only says "already complete", so finalize records these errors in the manifest's
+# failed_units with FINISHED_FIX instead.
 RESUME_FIX = "re-run to resume"
 FINISHED_FIX = "re-run with --overwrite"
 

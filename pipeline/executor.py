@@ -71,7 +71,7 @@ class TokenizeResult:
 
 def _fingerprint(recipe_dict: dict, tokenizer_sha: str, units: list[WorkUnit]) -> str:
     # not sizes: a replaced damaged file may resume
-    plan = [(u.path, u.start, u.end, *u.paths, *[(m.path, m.start, m.end) for m in u.group]) for u in units]
+    plan = [input_changes.plan_entry(u) for u in units]
     blob = json.dumps([recipe_dict, tokenizer_sha, plan], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -199,7 +199,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             _refuse_damaged(out)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
                                   notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing))
-        results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs})
+        key = input_changes.recipe_key(content, spec.sha256)
+        results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs},
+                              replan=lambda old: input_changes.replanned(old, key, units, inputs))
         input_changes.accept(state, inputs, units, results)
         dtype = dtype_for_vocab(spec.vocab_size)
         splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
@@ -239,6 +241,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         except BaseException:
             if stream is not None:
                 stream.abort()
+            input_changes.remember_plan(state, units, key)  # after a stop on a file: for its replacement's plan
             raise
         finally:
             if spooler is not None:

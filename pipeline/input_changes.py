@@ -16,16 +16,66 @@ compares them. A changed file is
   the documented fix for a damaged file is to replace it and re-run, which keeps its units before the
   damage (read from bytes the replacement shares) and redoes the rest;
 - refused otherwise, naming the file and what changed.
+
+A replaced file may also change the plan, which the fingerprint then refuses as another run: a
+damaged .gz/.bz2/.xz is planned from the bytes before its damage (readers.base._plan_size), a
+compressed file's ranges from its size. So a run that stops on a file keeps each unit's key in
+plan.json (`remember_plan`), and once that file is replaced (or gone) the re-run of the same recipe
+and tokenizer takes the new plan, keeping the journaled units it plans the same up to the first that
+differs (`replanned`); the rest are redone.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 from pipeline.errors import PrepError, SchemaError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
 from pipeline.worker import unit_of_part
 
-__all__ = ["accept", "note_stop"]
+__all__ = ["accept", "note_stop", "plan_entry", "recipe_key", "remember_plan", "replanned"]
+
+
+def plan_entry(u: WorkUnit) -> tuple:
+    """What the plan's fingerprint holds of a unit: its file(s) and range(s)."""
+    return (u.path, u.start, u.end, *u.paths, *[(m.path, m.start, m.end) for m in u.group])
+
+
+def recipe_key(recipe_dict: dict, tokenizer_sha: str) -> str:
+    return hashlib.sha256(json.dumps([recipe_dict, tokenizer_sha], sort_keys=True).encode()).hexdigest()
+
+
+def _unit_key(u: WorkUnit) -> str:
+    return hashlib.sha256(json.dumps(plan_entry(u)).encode()).hexdigest()[:16]
+
+
+def remember_plan(state: RunState, units: list[WorkUnit], recipe: str) -> None:
+    """After a run stopped on a file (note_stop): its recipe key and each unit's key in plan.json, for
+    `replanned` (written only then: 17 bytes a unit)."""
+    if state.plan.get("stopped_on"):
+        state.update_plan(recipe_key=recipe, unit_keys=[_unit_key(u) for u in units])
+
+
+def replanned(old: dict, recipe: str, units: list[WorkUnit], inputs: dict[str, list]) -> int | None:
+    """For an unfinished run of another plan (plan.json `old`): how many leading units of it this plan
+    keeps, or None to refuse it. Taken when that run stopped on a file that has been replaced or
+    removed since, with the same recipe and tokenizer: its journaled units up to the first this plan
+    plans otherwise are kept (a replaced file's units before its damage read bytes the replacement
+    shares, see `accept`)."""
+    keys, was = old.get("unit_keys"), old.get("inputs") or {}
+    if keys is None or old.get("recipe_key") != recipe:
+        return None
+    if not any(path not in inputs or _differs(was[path], inputs[path])
+               for path in old.get("stopped_on", ()) if path in was):
+        return None
+    keep = 0
+    for key, u in zip(keys, units):
+        if key != _unit_key(u):
+            break
+        keep += 1
+    return keep
 
 
 def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], results: dict[int, dict]) -> None:

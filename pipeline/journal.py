@@ -139,9 +139,13 @@ class RunState:
         return pid, host
 
     # -- plan + journal -------------------------------------------------------------------------
-    def start(self, fingerprint: str, describe: dict) -> dict[int, dict]:
+    def start(self, fingerprint: str, describe: dict, replan=None) -> dict[int, dict]:
         """Open (or create) the journal for this plan; returns finished unit results by index.
-        `self.plan` is then what plan.json holds: an interrupted run's `describe`, or this one's."""
+        `self.plan` is then what plan.json holds: an interrupted run's `describe`, or this one's.
+        An unfinished run of another fingerprint is refused, unless `replan(its plan)` gives how many
+        of its leading units this plan keeps (input_changes.replanned): the run then goes on with this
+        plan, its journal cut to those units and the shards placed before any later one."""
+        keep = None
         try:
             old = orjson.loads(self.plan_path.read_bytes()) if self.plan_path.exists() else None
         except (OSError, ValueError):  # unreadable: nothing in this run state can be trusted (orjson's
@@ -149,7 +153,7 @@ class RunState:
             self.plan_path.unlink()
             old = None
         if old is not None:
-            if old.get("fingerprint") != fingerprint:
+            if old.get("fingerprint") != fingerprint and (keep := replan and replan(old)) is None:
                 raise PrepError(f"{self.out}: holds an unfinished run of a different recipe or different input "
                                 "files; re-run with the original recipe to resume it, or pass --overwrite "
                                 "to discard it")
@@ -183,7 +187,31 @@ class RunState:
             run = self.placed[split] = []       # predecessor, so a gap means lines were lost
             while len(run) in by_index:
                 run.append(by_index[len(run)])
+        if keep is not None:  # the journal cut first: a crash before the plan is rewritten replans again
+            self._keep_units(done, keep)
+            # inputs stay the old ones: input_changes.accept compares them next
+            self.update_plan(fingerprint=fingerprint, units=describe["units"], unit_keys=None)
         return done
+
+    def _keep_units(self, done: dict[int, dict], keep: int) -> None:
+        """Units from `keep` on, and shards from the first that holds a part of one, leave `done`,
+        `self.placed` and the journal (rewritten atomically): a later resume must not take them for
+        this plan's units of the same index."""
+        from pipeline.worker import unit_of_part
+        for i in [i for i in done if i >= keep]:
+            del done[i]
+        for entries in self.placed.values():
+            cut = next((k for k, e in enumerate(entries) if any(unit_of_part(n) >= keep for n in e["parts"])),
+                       len(entries))
+            del entries[cut:]
+        lines = [json.dumps(done[i], sort_keys=True) for i in sorted(done)]
+        lines += [json.dumps(e, sort_keys=True) for entries in self.placed.values() for e in entries]
+        tmp = self.journal_path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.journal_path)
 
     def update_plan(self, **fields) -> None:
         """Rewrite plan.json with `fields` changed (atomically: a crash leaves the old or the new)."""

@@ -328,3 +328,42 @@ def test_under_error_damage_the_plan_meets_stops_before_any_unit_and_the_replace
     fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
     assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
 
+
+@pytest.mark.parametrize("kind", ["gz", "xz"])
+def test_a_run_stopped_on_damage_found_while_spooling_resumes_once_the_file_is_replaced(tmp_path, kind):
+    """A compressed file over SAMPLE_BYTES is planned from a sample and its size, so damage past the sample
+    is met while spooling, after units ran; the replaced file's size gives another plan, which the re-run
+    refused as another recipe although the error said "replace the file and re-run to resume". Now the
+    re-run takes the new plan and keeps the journaled units planned the same (the good file before it, the
+    damaged file's units before the damage); killed and resumed once more, it still gives a clean run's
+    dataset byte for byte."""
+    from pipeline.readers.base import SAMPLE_BYTES
+    rnd = np.random.default_rng(3)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
+    lines = [json.dumps({"text": rnd.choice(letters, size=int(n)).tobytes().decode()}).encode() + b"\n"
+             for n in rnd.integers(200, 2000, size=2600)]
+    data = b"".join(lines)
+    whole = gzip.compress(data) if kind == "gz" else lzma.compress(data, preset=0)
+    assert len(whole) * 3 // 5 > SAMPLE_BYTES  # the plan samples the damaged file: it meets no damage
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"".join(lines[:500]))  # a good file before the damaged one
+    path = tmp_path / "in" / f"b.jsonl.{kind}"
+    path.write_bytes(whole[: len(whole) * 3 // 5])
+    recipe = write_recipe(tmp_path, tmp_path / "in", on_bad_record="error", unit_bytes=1 << 18,
+                          output={"dir": str(tmp_path / "unused"), "shard_tokens": 200_000, "val_fraction": 0.05,
+                                  "seed": 7})
+    out = tmp_path / "out"
+    stopped = run_prep(recipe, out, workers=2)
+    assert stopped.returncode == 1
+    assert stopped.stderr.rstrip().endswith("replace the file and re-run to resume"), stopped.stderr
+    kept = len(journal_lines(out))
+    assert kept >= 3  # not vacuous: a.jsonl's 2 units and the damaged file's first ones are done
+    path.write_bytes(whole)  # the fix it names
+    killed = run_prep(recipe, out, workers=1, fault="journal:2")  # the replanned run, killed once
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    again = run_prep(recipe, out, workers=2)
+    assert again.returncode == 0, again.stderr
+    ran, total = _units_run(again)
+    assert ran <= total - kept - 2  # the units done before the stop and before the kill were kept
+    fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
+    assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
