@@ -417,11 +417,13 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
                         _heads[path] = head
     except Exception as e:  # cut short by the sample's end; else damaged (or unreadable: 0, one unit, which reports why)
         if not sampled:
+            if compression_of(path) == "zstd" and declared >= out:  # planned as its replacement will be
+                return declared
             if out and _sizes is not None:  # after good bytes: damage (a file that is not of its compression, one
                 # named .gz say, fails at once and is told by the unit that reads it, sniff.misnamed_compression)
                 _damaged[path] = (f"{path}: corrupt or truncated input: it decodes to byte {out:,} of its "
                                   f"decompressed text, then {type(e).__name__}: {e}")
-            return declared if compression_of(path) == "zstd" and declared >= out else out
+            return out
     if not sampled:
         return out
     estimate = out * size // SAMPLE_BYTES

@@ -251,7 +251,7 @@ def test_the_spools_reader_gives_every_decodable_byte_then_the_error(tmp_path, c
 def test_failed_units_of_a_finished_run_say_overwrite_and_a_stopped_run_resumes(tmp_path, corpus):
     """Under on_bad_record: skip the run finishes and deletes its state: a re-run only says "already
     complete", so failed_units tell to re-run with --overwrite, and that re-run says so too. A run
-    under on_bad_record: error stops on the damage; replaced, the file gives a clean run's dataset."""
+    that stops on the damage (on_bad_record: error) keeps its state: replaced, the file resumes."""
     whole = _compressed(tmp_path, corpus, "gz").read_bytes()
     path = tmp_path / "small.jsonl.gz"
     path.write_bytes(whole[: len(whole) * 3 // 5])
@@ -273,15 +273,15 @@ def test_failed_units_of_a_finished_run_say_overwrite_and_a_stopped_run_resumes(
     redone = json.loads((out / "manifest.json").read_text())
     assert redone["failed_units"] == [] and "already complete" not in redo.stdout
 
-    # under on_bad_record: error the plan, which decodes this small file whole, stops on its damage; the
-    # replaced file then runs (test_under_error_damage_the_plan_meets_stops_before_any_unit_...)
+    # a .zst header declares the whole size: the replaced file gets the same plan, so the run that stopped on
+    # it resumes (a damaged .gz/.bz2/.xz the plan decodes whole stops the plan, test_under_error_damage_...)
     (tmp_path / "strict").mkdir()
     whole = _compressed(tmp_path / "strict", corpus, "zst").read_bytes()
     path = tmp_path / "strict" / "small.jsonl.zst"
     path.write_bytes(whole[: len(whole) * 3 // 5])
     strict = write_recipe(tmp_path / "strict", path, on_bad_record="error")
     stopped = run_prep(strict, tmp_path / "out2", workers=2)
-    assert stopped.returncode == 1 and stopped.stderr.rstrip().endswith("replace the file and re-run")
+    assert stopped.returncode == 1 and stopped.stderr.rstrip().endswith("replace the file and re-run to resume")
     path.write_bytes(whole)
     resumed = run_prep(strict, tmp_path / "out2", workers=2)
     assert resumed.returncode == 0, resumed.stderr
@@ -296,7 +296,7 @@ def _units_run(run) -> tuple[int, int]:
     return int(ran), int(total)
 
 
-@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst-unsized"])
 def test_under_error_damage_the_plan_meets_stops_before_any_unit_and_the_replaced_file_runs(tmp_path, corpus, kind):
     """A compressed file small enough for the plan to decode whole (no declared size to go by) is planned
     from the bytes before its damage, and its replacement gets another plan: a run that stopped on it
@@ -304,7 +304,7 @@ def test_under_error_damage_the_plan_meets_stops_before_any_unit_and_the_replace
     another recipe. Under on_bad_record: error the plan now stops on it, naming it; replaced, the file
     runs to the dataset of a clean run."""
     whole = _compressed(tmp_path, corpus, kind).read_bytes()
-    path = tmp_path / f"small.jsonl.{kind}"
+    path = tmp_path / f"small.jsonl.{kind.split('-')[0]}"
     path.write_bytes(whole[: len(whole) * 3 // 5])
     (tmp_path / "plain").mkdir()
     head = corpus.read_bytes()[:100_000]
@@ -367,3 +367,4 @@ def test_a_run_stopped_on_damage_found_while_spooling_resumes_once_the_file_is_r
     assert ran <= total - kept - 2  # the units done before the stop and before the kill were kept
     fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
     assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
+
