@@ -253,8 +253,12 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             # under skip each damaged file fails only its units; with no unit left there is no dataset,
             # and exit 0 with an empty one would hide it (nothing was placed, so --overwrite loses nothing)
             first = min(failed, key=lambda r: r["unit"])
+            # the run state stays: like a stop, so that a replaced file's new plan is taken (its error
+            # says "re-run to resume"; a damaged compressed array or single unit plans otherwise when whole)
+            input_changes.note_failed(state, failed)
+            input_changes.remember_plan(state, units, key)
             raise PrepError(f"every unit failed ({len(failed)}), so there is nothing to write; the first: "
-                            f"{first['error']}. Fix the input, then re-run with --overwrite")
+                            f"{first['error']}. Fix the input, then re-run (or re-run with --overwrite to start over)")
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
                             splits=splits, placed=placed)

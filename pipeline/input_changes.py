@@ -35,7 +35,7 @@ from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
 from pipeline.worker import unit_of_part
 
-__all__ = ["accept", "note_stop", "plan_entry", "recipe_key", "remember_plan", "replanned"]
+__all__ = ["accept", "note_failed", "note_stop", "plan_entry", "recipe_key", "remember_plan", "replanned"]
 
 
 def plan_entry(u: WorkUnit) -> tuple:
@@ -132,6 +132,14 @@ def note_stop(state: RunState, unit: WorkUnit, error: BaseException) -> None:
     run resumed (see `accept`). Not for the recipe's mistakes (SchemaError), whose fix is the recipe."""
     if isinstance(error, PrepError) and not isinstance(error, SchemaError) and state.plan:
         state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *unit.files()}))
+
+
+def note_failed(state: RunState, failed: list[dict]) -> None:
+    """Every unit failed (under `on_bad_record: skip`), so the run ends without a dataset and keeps its
+    state, as a stop does: their files count as stopped on (see `note_stop`)."""
+    files = set().union(*map(_failed_files, failed))
+    if files and state.plan:
+        state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *files}))
 
 
 def _differs(was: list, now: list) -> bool:

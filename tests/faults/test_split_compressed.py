@@ -368,3 +368,24 @@ def test_a_run_stopped_on_damage_found_while_spooling_resumes_once_the_file_is_r
     fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
     assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
 
+
+def test_a_damaged_compressed_array_whose_every_unit_failed_runs_once_replaced(tmp_path, corpus):
+    """A gzipped JSON array cut short is one unit (its records are cut at plan time, from the whole value
+    only); under skip it fails, and with no unit left the run ends keeping its state, its error saying
+    "replace the file and re-run to resume". The replaced file is planned as several ranges: that re-run
+    was refused as another recipe. Now it runs, to a clean run's dataset."""
+    records = [json.loads(line) for line in corpus.read_text().splitlines()]
+    whole = gzip.compress(json.dumps(records, indent=1).encode())
+    path = tmp_path / "array.json.gz"
+    path.write_bytes(whole[: len(whole) * 3 // 5])
+    recipe = write_recipe(tmp_path, path)
+    out = tmp_path / "out"
+    failed = run_prep(recipe, out, workers=2)
+    assert failed.returncode == 1 and "every unit failed (1)" in failed.stderr
+    assert "replace the file and re-run to resume" in failed.stderr
+    path.write_bytes(whole)
+    again = run_prep(recipe, out, workers=2)
+    assert again.returncode == 0, again.stderr
+    assert _units_run(again)[1] >= 7  # not vacuous: the whole array is planned as ranges
+    fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
+    assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
