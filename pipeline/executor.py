@@ -43,6 +43,7 @@ from pipeline.finalize import finalize
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
+from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
 from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
@@ -98,41 +99,6 @@ def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, 
     return None
 
 
-def _refuse_foreign(out: Path, state: RunState, overwrite: bool) -> None:
-    """Never write into, nor with --overwrite empty, a non-empty directory that no prep run created
-    (before the lock makes .prep): --overwrite replaces a dataset or a run, nothing else. A run is
-    known by its manifest, plan or journal: a bare `.prep/` (another tool's, or a run killed before
-    its plan) does not make the files beside it ours."""
-    ours = (out / MANIFEST_NAME).exists() or state.plan_path.exists() or state.journal_path.exists()
-    if ours or not out.is_dir():
-        return
-    other = next((child for child in sorted(out.iterdir()) if child.name != state.dir.name), None)
-    if other is None:
-        return
-    if overwrite:  # it once deleted a directory of notes and the run's own corpus, then died reading it
-        raise PrepError(f"{out}: is not a prep output (it holds {other.name} and no manifest.json or run state); "
-                        "--overwrite replaces only a prep dataset or run: choose another --output, or empty it "
-                        "yourself")
-    raise PrepError(f"{out}: exists, is not empty and is not a prep output (it holds {other.name}); choose "
-                    "another --output")
-
-
-def _refuse_deleting_what_the_run_reads(out: Path, paths: list[str]) -> None:
-    """--overwrite empties `out`: refused when that would delete an input file or the tokenizer
-    (files inside `out` are left out of the plan only when a source's directory or glob holds it)."""
-    root = os.path.join(os.path.realpath(out), "")
-    real_dirs: dict[str, str] = {}  # realpath per parent directory: 100,000 inputs sit in a few
-    for path in paths:
-        if is_url(path) or not os.path.exists(path):  # a hub id, tiktoken:<name>, a URL
-            continue
-        parent, name = os.path.split(os.path.abspath(path))
-        if parent not in real_dirs:
-            real_dirs[parent] = os.path.join(os.path.realpath(parent), "")
-        if (real_dirs[parent] + name).startswith(root):
-            raise PrepError(f"{out}: --overwrite would delete {path}, which this run reads; move it out of {out}, "
-                            "or choose another --output")
-
-
 @contextmanager
 def _planning_status(show: bool, console) -> Iterator[None]:
     """A status line while the plan runs: its whole-file scans (a big CSV's quote parity, a JSON
@@ -161,7 +127,10 @@ def _wipe(out: Path, state: RunState) -> None:
 
 # -- parent side ----------------------------------------------------------------------------------
 def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None = None, overwrite: bool = False,
-             show_progress: bool = True, console=None) -> TokenizeResult:
+             show_progress: bool = True, console=None,
+             check_inputs: Callable[[list[str]], None] | None = None) -> TokenizeResult:
+    """`check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
+    planned, before anything is written (a URL output's checks: pipeline.remote)."""
     t0 = time.perf_counter()
     trace.event("tokenize")
     target = str(output if output is not None else recipe.output.dir)
@@ -183,10 +152,12 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         raise PrepError("source.path: matched no input")
     content = recipe.content_dict()
     workers = max(1, min(num_workers or recipe.resolved_num_workers(), len(units)))
+    if check_inputs is not None:
+        check_inputs([*inputs, recipe.tokenizer.path])
     state = RunState(out)
-    _refuse_foreign(out, state, overwrite)
+    refuse_foreign(out, state, overwrite)
     if overwrite:
-        _refuse_deleting_what_the_run_reads(out, [*inputs, recipe.tokenizer.path])
+        refuse_deleting_what_the_run_reads(out, [*inputs, recipe.tokenizer.path])
     if out.exists() and not out.is_dir():
         raise PrepError(f"output.dir: {out} is a file, not a directory; choose another --output")
     try:

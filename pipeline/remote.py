@@ -7,7 +7,10 @@ exactly as for a local output. After finalize, each shard (`.bin`, then its `.id
 list are deleted, and `manifest.json` is uploaded last: a remote dataset with a manifest is complete.
 An interrupted upload is resumed by re-running the same command (files already uploaded from the
 same local file are skipped, `.prep/uploaded.json` in the staging directory). A remote manifest of
-the same recipe means "already complete"; one of another recipe is refused without --overwrite.
+the same recipe means "already complete"; one of another recipe is refused without --overwrite, and
+stays until the new dataset's upload starts. As for a local output (pipeline.outdir), a URL that
+holds files which are neither a prep dataset nor this staging directory's upload is refused, with
+--overwrite too, and --overwrite refuses to replace a file the run reads.
 The staging directory needs the dataset's size in local disk; it is kept after the upload.
 Two concurrent runs to one URL from different machines are not locked against each other.
 """
@@ -21,7 +24,8 @@ from pathlib import Path
 
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, Manifest
-from pipeline.recipe import Recipe
+from pipeline.outdir import foreign_output, reads_deleted_input
+from pipeline.recipe import Recipe, is_url, local_path
 
 __all__ = ["tokenize_to_url", "upload_dataset", "default_staging_dir"]
 
@@ -40,7 +44,10 @@ def _fs(url: str, storage_options: dict):
     except Exception as e:
         raise PrepError(f"output.dir: cannot open {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
-    return fs, root.rstrip("/")
+    root = root.rstrip("/")
+    if not root:  # s3:// (no bucket), local:/// (the whole disk): nothing to sweep train/ and val/ in
+        raise PrepError(f"output.dir: {url!r} names no bucket or directory; give one, such as s3://bucket/prefix")
+    return fs, root
 
 
 def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None, overwrite: bool = False,
@@ -62,23 +69,26 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
             raise PrepError(f"{url}: already holds a dataset made from a different recipe; choose another "
                             "output.dir, or pass --overwrite to replace it")
         return TokenizeResult(manifest, local, already_complete=True, notes=failed_units_note(manifest))
-    if exists:
-        fs.rm_file(remote_manifest)  # first: the remote dataset stops being "complete"
-    elif not overwrite:
-        _refuse_foreign(fs, root, url, local)
-    local.mkdir(parents=True, exist_ok=True)
+
+    def check(paths: list[str]) -> None:  # the local rule (pipeline.outdir), before anything is written
+        if not exists:
+            _refuse_foreign(fs, root, url, local, overwrite)
+        if overwrite:
+            _refuse_replacing_inputs(fs, root, url, paths)
+    # the remote dataset stays complete while the local run goes: its manifest goes when the upload starts
     result = tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
-                      show_progress=show_progress, console=console)
+                      show_progress=show_progress, console=console, check_inputs=check)
     sent = upload_dataset(local, fs, root, result.manifest, url)
     result.notes.append(f"uploaded {sent} file(s) to {url} (manifest last); staging copy in {local}")
     return result
 
 
-def _refuse_foreign(fs, root: str, url: str, local: Path) -> None:
+def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> None:
     """A URL with no manifest must hold nothing but what this staging directory uploaded there (an
-    interrupted upload), as a local output must be empty or prep's. Before, the files of a prefix
+    interrupted upload, or the files of a dataset that an interrupted --overwrite was replacing), as a
+    local output must be empty or prep's, with or without --overwrite. Before, the files of a prefix
     that held others were written among them, and the upload's sweep of stale shards deleted every
-    file under its train/ and val/."""
+    file under its train/ and val/ (with --overwrite, until this check applied to it too)."""
     try:
         found = fs.find(root)
     except FileNotFoundError:
@@ -87,11 +97,34 @@ def _refuse_foreign(fs, root: str, url: str, local: Path) -> None:
         raise PrepError(f"output.dir: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
     log = _load_log(local / ".prep" / UPLOAD_LOG, url)
-    foreign = [rel for rel in (p[len(root):].lstrip("/") for p in found) if rel not in log["files"]]
+    foreign = sorted(rel for rel in (p[len(root):].lstrip("/") for p in found) if rel not in log["files"])
     if foreign:
-        raise PrepError(f"{url}: holds {len(foreign)} file(s) that are not a prep dataset this machine uploaded "
-                        f"(such as {foreign[0]!r}); choose another output.dir, or pass --overwrite to replace "
-                        "its contents")
+        raise foreign_output(url, f"{len(foreign)} file(s) that prep did not upload from {local}, such as "
+                             f"{foreign[0]!r}", overwrite, run_state="record of an upload")
+
+
+def _refuse_replacing_inputs(fs, root: str, url: str, paths: list[str]) -> None:
+    """--overwrite replaces a remote dataset's manifest.json, rejects.jsonl and files under train/ and val/
+    (upload_dataset): refused when the run reads one of them, as a local --overwrite refuses to delete
+    an input (pipeline.outdir)."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    local_fs = "file" in protocols  # local://: local inputs may lie under it
+    base = os.path.realpath(root or "/") if local_fs else root
+    replaced = {f"{base}/{MANIFEST_NAME}", f"{base}/rejects.jsonl"}
+    under = tuple(f"{base}/{split}/" for split in ("train", "val"))
+    for path in paths:
+        if is_url(path):
+            if path.split("://", 1)[0].split("::")[-1] not in protocols:
+                continue
+            found = type(fs)._strip_protocol(path)
+            if local_fs:
+                found = os.path.realpath(found)
+        elif local_fs and os.path.exists(local_path(path)):
+            found = os.path.realpath(local_path(path))
+        else:  # a local file, a hub id, tiktoken:<name>
+            continue
+        if found in replaced or found.startswith(under):
+            raise reads_deleted_input(url, path)
 
 
 def _load_log(path: Path, url: str) -> dict:
@@ -113,6 +146,7 @@ def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> 
     log = _load_log(log_path, url)
     sent = 0
     try:
+        _unfinish(fs, root, log, log_path)
         for rel in files:
             st = (local / rel).stat()
             stamp = f"{st.st_size}:{st.st_mtime_ns}"
@@ -125,12 +159,27 @@ def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> 
             sent += 1
         _remove_stale(fs, root, manifest, files)
         fs.put_file(str(local / MANIFEST_NAME), f"{root}/{MANIFEST_NAME}")
+        log["files"] = {rel: log["files"][rel] for rel in files}  # not those swept: another's, if ever put there
+        _save(log_path, log)
     except PrepError:
         raise
     except Exception as e:
         raise PrepError(f"output.dir: upload to {url} failed ({type(e).__name__}: {e}); the local dataset in "
                         f"{local} is complete: re-run the same command to finish the upload") from None
     return sent + 1
+
+
+def _unfinish(fs, root: str, log: dict, log_path: Path) -> None:
+    """Before the first file is replaced: a remote dataset there (an --overwrite) stops being complete,
+    its manifest deleted first, and its files are recorded as this upload's, so that a re-run after an
+    interrupted upload knows them from other files (_refuse_foreign) and sweeps those it no longer needs."""
+    manifest = f"{root}/{MANIFEST_NAME}"
+    if not fs.exists(manifest):
+        return
+    for path in fs.find(root):
+        log["files"].setdefault(path[len(root):].lstrip("/"), "replaced")
+    _save(log_path, log)
+    fs.rm_file(manifest)
 
 
 def _remove_stale(fs, root: str, manifest: Manifest, files: list[str]) -> None:

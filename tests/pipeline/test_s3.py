@@ -142,27 +142,135 @@ def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkey
     assert len(sent) == n_files and first == 2
 
 
+def _memory_recipe(tmp_path, demo_tokenizer, url: str, stage: str = "stage", top: dict | None = None,
+                   **source) -> Recipe:
+    corpus = tmp_path / "c.jsonl"
+    if not corpus.exists():
+        corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(100) if t))
+    return Recipe.from_dict({"name": "f", "source": {"path": str(corpus), **source},
+                             "tokenizer": {"path": str(demo_tokenizer)},
+                             "output": {"dir": url, "local_dir": str(tmp_path / stage), "shard_tokens": 2_000},
+                             "num_workers": 1, **(top or {})})
+
+
 def test_a_url_holding_other_files_is_refused_as_a_local_directory_is(tmp_path, demo_tokenizer):
     """Before, the dataset was uploaded among them and the sweep of stale shards deleted every file
-    under train/ and val/ that prep had not written (found by a bug hunt with local:// as the bucket)."""
+    under train/ and val/ that prep had not written (found by a bug hunt with local:// as the bucket);
+    with --overwrite it still did: now refused as a local directory is, in the same words."""
     import fsspec
 
     from pipeline.errors import PrepError
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(100) if t))
     url = "memory://prep-foreign/ds"
-    r = Recipe.from_dict({"name": "f", "source": {"path": str(corpus)}, "tokenizer": {"path": str(demo_tokenizer)},
-                          "output": {"dir": url, "local_dir": str(tmp_path / "stage")}, "num_workers": 1})
+    r = _memory_recipe(tmp_path, demo_tokenizer, url)
     fs = fsspec.filesystem("memory")
     for rel in ("train/important.txt", "notes.txt"):
         fs.pipe_file(f"/prep-foreign/ds/{rel}", b"someone's data")
-    with pytest.raises(PrepError, match=r"memory://prep-foreign/ds: holds 2 file\(s\) that are not a prep dataset "
-                                        r"this machine uploaded \(such as 'notes.txt'\); .* --overwrite"):
+    with pytest.raises(PrepError, match=r"memory://prep-foreign/ds: exists, is not empty and is not a prep output "
+                                        r"\(it holds 2 file\(s\) that prep did not upload from .*stage, such as "
+                                        r"'notes.txt'\); choose another --output$"):
         tokenize(r, show_progress=False)
+    with pytest.raises(PrepError, match=r"memory://prep-foreign/ds: is not a prep output \(it holds 2 file\(s\) .* "
+                                        r"--overwrite replaces only a prep dataset or run: choose another --output, "
+                                        r"or empty it yourself"):
+        tokenize(r, show_progress=False, overwrite=True)
     assert fs.cat_file("/prep-foreign/ds/train/important.txt") == b"someone's data"
+    assert sorted(fs.find("/prep-foreign/ds")) == ["/prep-foreign/ds/notes.txt", "/prep-foreign/ds/train/important.txt"]
     assert not (tmp_path / "stage").exists()  # refused before any work
-    tokenize(r, show_progress=False, overwrite=True)  # asked to replace its contents
-    assert fs.exists("/prep-foreign/ds/manifest.json") and not fs.exists("/prep-foreign/ds/train/important.txt")
+
+
+def test_a_url_output_names_a_bucket_or_directory(tmp_path, demo_tokenizer):
+    """`memory://`, `local:///`, `s3://`: the root of a whole filesystem, where the sweep of stale
+    shards would list and clean train/ and val/ at the top of it."""
+    from pipeline.errors import PrepError
+    for url in ("memory://", "local:///", "s3://"):
+        r = _memory_recipe(tmp_path, demo_tokenizer, url)
+        with pytest.raises(PrepError, match=f"output.dir: '{url}' names no bucket or directory"):
+            tokenize(r, show_progress=False, overwrite=True)
+
+
+def test_overwrite_of_a_url_refuses_to_replace_what_the_run_reads(tmp_path, demo_tokenizer):
+    """A source under the dataset's train/ (or its rejects.jsonl) would be replaced or swept by the
+    upload; one elsewhere under the prefix is untouched, and allowed."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-reads/ds"
+    fs = fsspec.filesystem("memory")
+    tokenize(_memory_recipe(tmp_path, demo_tokenizer, url), show_progress=False)
+    body = (tmp_path / "c.jsonl").read_bytes()
+    for rel in ("train/more.jsonl", "raw/more.jsonl"):
+        fs.pipe_file(f"/prep-reads/ds/{rel}", body)
+    inside = _memory_recipe(tmp_path, demo_tokenizer, url, path=f"{url}/train/more.jsonl")
+    with pytest.raises(PrepError, match=f"{url}: --overwrite would delete {url}/train/more.jsonl, which this run "
+                                        f"reads; move it out of {url}, or choose another --output"):
+        tokenize(inside, show_progress=False, overwrite=True)
+    assert fs.cat_file("/prep-reads/ds/train/more.jsonl") == body and fs.exists("/prep-reads/ds/manifest.json")
+    beside = _memory_recipe(tmp_path, demo_tokenizer, url, path=f"{url}/raw/more.jsonl")
+    tokenize(beside, show_progress=False, overwrite=True)
+    assert fs.cat_file("/prep-reads/ds/raw/more.jsonl") == body and fs.exists("/prep-reads/ds/manifest.json")
+    assert not fs.exists("/prep-reads/ds/train/more.jsonl")  # a prep dataset's train/ is prep's
+
+
+def test_an_interrupted_overwrite_of_a_url_resumes_and_keeps_the_old_dataset_until_the_upload(
+        tmp_path, demo_tokenizer, monkeypatch):
+    """The remote dataset stays complete while the local run goes (a failed run leaves it as it was);
+    once its upload starts, the old files count as this upload's: a re-run after an interrupted upload,
+    with or without --overwrite, is not refused as a prefix of foreign files, and sweeps the stale."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-replace/ds"
+    fs = fsspec.filesystem("memory")
+    tokenize(_memory_recipe(tmp_path, demo_tokenizer, url, stage="elsewhere"), show_progress=False)  # another machine
+    old = sorted(fs.find("/prep-replace/ds"))
+    new = _memory_recipe(tmp_path, demo_tokenizer, url, top={"on_bad_record": "error"}, text_field="missing")
+    with pytest.raises(PrepError, match="missing"):
+        tokenize(new, show_progress=False, overwrite=True)
+    assert sorted(fs.find("/prep-replace/ds")) == old  # still complete
+
+    other = _memory_recipe(tmp_path, demo_tokenizer, url, text_template="again: {text}")
+    real_put = type(fs).put_file
+    calls = {"n": 0}
+
+    def flaky_put(self, lpath, rpath, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ConnectionError("network went away")
+        return real_put(self, lpath, rpath, *a, **k)
+    monkeypatch.setattr(type(fs), "put_file", flaky_put)
+    with pytest.raises(PrepError, match="upload to memory://prep-replace/ds failed"):
+        tokenize(other, show_progress=False, overwrite=True)
+    assert not fs.exists("/prep-replace/ds/manifest.json")
+    result = tokenize(other, show_progress=False)  # resumes the upload: the old files are known
+    assert fs.exists("/prep-replace/ds/manifest.json")
+    listed = {f"{split}/{s.name}.{ext}" for split, info in result.manifest.splits.items() for s in info.shards
+              for ext in ("bin", "idx")}
+    assert {p[len("/prep-replace/ds/"):] for p in fs.find("/prep-replace/ds")} == listed | {"manifest.json"}
+    assert fs.cat_file("/prep-replace/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
+
+
+def test_a_bucket_root_is_an_output(tmp_path, s3):
+    """`s3://bucket`: the whole bucket is the dataset; another file there is refused, with --overwrite too."""
+    import boto3
+
+    from pipeline.errors import PrepError
+    fs, options = s3
+    boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="prep-root")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(100) if t))
+    r = recipe([{"path": str(corpus)}], "s3://prep-root", options, local_dir=str(tmp_path / "stage"))
+    tokenize(r, show_progress=False)
+    assert fs.exists("prep-root/manifest.json") and fs.find("prep-root/train")
+    assert tokenize(r, show_progress=False).already_complete
+    tokenize(r, show_progress=False, overwrite=True)
+    assert fs.exists("prep-root/manifest.json")
+    fs.rm_file("prep-root/manifest.json")
+    fs.pipe_file("prep-root/theirs.txt", b"x")
+    r2 = recipe([{"path": str(corpus)}], "s3://prep-root", options, local_dir=str(tmp_path / "stage2"))
+    with pytest.raises(PrepError, match="s3://prep-root: is not a prep output"):
+        tokenize(r2, show_progress=False, overwrite=True)
+    assert fs.cat_file("prep-root/theirs.txt") == b"x"
 
 
 def test_saved_hf_dataset_on_s3(tmp_path, s3):
