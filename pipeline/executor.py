@@ -502,7 +502,17 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     # outlive the run.
     manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False)
-    return manager.join if manager is not None else lambda: None
+
+    def join() -> None:
+        # the pool and its queues are kept until its workers are joined: a worker the pool started late
+        # (units that fail in their first bytes can all be done first) may still be unpickling its
+        # initargs, which rebuilds their semaphores by name, and freeing them here unlinks those names:
+        # it died of FileNotFoundError, its traceback printed under prep's one-line error
+        if manager is not None:
+            manager.join()
+        del keep[:]
+    keep = [pool, queue, starts]
+    return join
 
 
 _FORKSERVER_DIED = (

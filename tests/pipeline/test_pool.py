@@ -203,3 +203,49 @@ def test_forkserver_exit_tells_a_dead_forkserver_and_leaves_it_to_multiprocessin
     proc.start()
     proc.join(30)
     assert proc.exitcode == -signal.SIGKILL  # the new forkserver starts processes and reports their ends
+
+
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="no forkserver on this platform")
+def test_the_pools_queues_outlive_a_worker_still_starting(tmp_path, monkeypatch, demo_tokenizer):
+    """Units that all fail in their first bytes (damaged .gz files under skip) can be done before the
+    pool's second worker has read its initargs; freeing the pool's queues then unlinked their named
+    semaphores, and that worker died rebuilding them: a forkserver `FileNotFoundError` traceback
+    under prep's one-line error (1 run in 6 here). The queues now live until the workers are joined."""
+    import gc
+    import gzip
+    from multiprocessing import synchronize
+
+    import pipeline.executor as executor
+    from pipeline.errors import PrepError
+    from pipeline.recipe import Recipe
+    damaged = bytearray(gzip.compress(DEMO_CORPUS.read_bytes()))
+    for i in range(200, len(damaged) - 20, 50):
+        damaged[i] ^= 0xFF
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in "abcd":
+        (d / f"{name}.jsonl.gz").write_bytes(damaged)
+    events = []
+    real_cleanup, real_run_pool = synchronize.SemLock._cleanup, executor._run_pool
+
+    def cleanup(name):  # a semaphore's name unlinked, with the pool's workers still running then
+        events.append(("unlinked", len(mp.active_children())))
+        real_cleanup(name)
+
+    def run_pool(*args, **kwargs):
+        events.append(("pool",))
+        join = real_run_pool(*args, **kwargs)
+        gc.collect()
+
+        def joined():
+            join()
+            events.append(("joined",))
+        return joined
+    monkeypatch.setattr(synchronize.SemLock, "_cleanup", staticmethod(cleanup))
+    monkeypatch.setattr(executor, "_run_pool", run_pool)
+    recipe = Recipe.from_yaml(str(write_recipe(tmp_path / "r.yaml", corpus=d, tokenizer=demo_tokenizer,
+                                               out=tmp_path / "out", num_workers=2, on_bad_record="skip")))
+    with pytest.raises(PrepError, match=r"every unit failed \(4\)"):
+        executor.tokenize(recipe, show_progress=False)
+    unlinked = [alive for event, *alive in events[events.index(("pool",)):] if event == "unlinked"]
+    assert ("joined",) in events and unlinked and not any(n for n, in unlinked), events
