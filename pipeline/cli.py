@@ -143,7 +143,7 @@ def inspect(
         out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items()), markup=False)
     if m.failed_units:
         out.print(f"failed units: {len(m.failed_units)} (see manifest.json failed_units)", markup=False)
-    problems = check_dataset(directory, quick=True)
+    problems = check_dataset(directory, quick=True, manifest=m)  # not read again
     if problems:  # decoding a cut .bin would print other documents' tokens as if they were these
         shown = "\n  ".join(problems[:5]) + (f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise PrepError(f"{directory} is damaged:\n  {shown}\n`prep verify {directory}` checks it in full; "

@@ -167,7 +167,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
         existing = _prepare_output(out, state, content, overwrite, spec.sha256)
         if existing is not None:
-            _refuse_damaged(out)
+            _refuse_damaged(out, existing)
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
                                   notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing))
         key = input_changes.recipe_key(content, spec.sha256)
@@ -306,12 +306,12 @@ def failed_units_note(manifest: Manifest) -> list[str]:
             "after replacing their files, --overwrite redoes them"]
 
 
-def _refuse_damaged(out: Path) -> None:
+def _refuse_damaged(out: Path, manifest: Manifest) -> None:
     """A complete dataset is only "nothing to do" if its files still match the manifest (sizes and
-    headers: a stat and a 34-byte read per file)."""
+    headers: a stat and a 34-byte read per file); `manifest` is the one _prepare_output read."""
     from pipeline.verify import check_dataset
 
-    problems = check_dataset(out, quick=True)
+    problems = check_dataset(out, quick=True, manifest=manifest)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise PrepError(f"{out}: complete for this recipe, but damaged: {problems[0]}{more}; `prep verify {out}` "

@@ -79,25 +79,28 @@ class VerifyReport:
                 "restore the files named above, or rebuild it with `prep tokenize --overwrite`")
 
 
-def check_dataset(root: str | os.PathLike, quick: bool = True) -> list[str]:
+def check_dataset(root: str | os.PathLike, quick: bool = True, *, manifest: Manifest | None = None) -> list[str]:
     """Problems found in the dataset at `root`, one line each; [] when it is sound.
 
     quick=True is the `sizes` level (manifest, headers and file sizes; a stat and a 34-byte read per
     file), meant for loaders to call on open. quick=False is everything `prep verify` checks.
+    `manifest`: the one the caller read from `root` already (read_manifest), checked instead of reading it again.
     """
-    return verify_dataset(root, level="sizes" if quick else "full").problems
+    return verify_dataset(root, level="sizes" if quick else "full", manifest=manifest).problems
 
 
 def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bool = False, console=None,
-                   threads: int | None = None) -> VerifyReport:
-    """Check `root` at `level` (see the module docstring); never raises for a damaged dataset."""
+                   threads: int | None = None, manifest: Manifest | None = None) -> VerifyReport:
+    """Check `root` at `level` (see the module docstring); never raises for a damaged dataset. With
+    `manifest` (the caller's read_manifest(root)), manifest.json is not read again."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     root = Path(root)
     if not root.is_dir():
         raise PrepError(f"{root}: no such directory")
     report = VerifyReport(root, level)
-    manifest = _load_manifest(root, report)
+    if manifest is None:
+        manifest = _load_manifest(root, report)
     if manifest is None:
         return report
     report.manifest_read = True

@@ -111,3 +111,24 @@ def test_bench_loader_refuses_values_that_cannot_be_measured(tmp_path, args, nam
     (tmp_path / "manifest.json").write_text("{}")
     result = runner.invoke(app, ["bench-loader", str(tmp_path), *args])
     assert result.exit_code == 2 and f"Invalid value for '{name}'" in result.output
+
+
+def test_inspect_reads_the_manifest_once(tmp_path, demo_tokenizer, monkeypatch):
+    """It read manifest.json itself, then again through check_dataset's quick check; the output is the same."""
+    from pathlib import Path
+
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    before = runner.invoke(app, ["inspect", str(out)])
+    reads, real = [], Path.read_bytes
+
+    def counting(self):
+        if self.name == "manifest.json":
+            reads.append(self)
+        return real(self)
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    result = runner.invoke(app, ["inspect", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output == before.output and len(reads) == 1
+    reads.clear()  # and a re-run of a complete dataset: read for "already complete", checked with that one
+    again = runner.invoke(app, ["tokenize", "-r", str(tmp_path / "r.yaml"), "--no-progress"])
+    assert again.exit_code == 0 and "already complete" in again.output and len(reads) == 1
