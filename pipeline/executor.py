@@ -128,9 +128,12 @@ def _wipe(out: Path, state: RunState) -> None:
 # -- parent side ----------------------------------------------------------------------------------
 def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None = None, overwrite: bool = False,
              show_progress: bool = True, console=None,
-             check_inputs: Callable[[list[str]], None] | None = None) -> TokenizeResult:
+             check_inputs: Callable[[list[str]], None] | None = None,
+             publish: Callable[[Manifest], str] | None = None) -> TokenizeResult:
     """`check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
-    planned, before anything is written (a URL output's checks: pipeline.remote)."""
+    planned, before anything is written; `publish` with the complete dataset's manifest while the run
+    still holds the output's lock, its line added to the notes (a URL output's checks and upload:
+    pipeline.remote)."""
     t0 = time.perf_counter()
     trace.event("tokenize")
     target = str(output if output is not None else recipe.output.dir)
@@ -168,8 +171,10 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         existing = _prepare_output(out, state, content, overwrite, spec.sha256)
         if existing is not None:
             _refuse_damaged(out, existing)
+            published = [publish(existing)] if publish is not None else []
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
-                                  notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing))
+                                  notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing)
+                                  + published)
         key = input_changes.recipe_key(content, spec.sha256)
         results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs},
                               replan=lambda old: input_changes.replanned(old, key, units, inputs))
@@ -236,6 +241,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         faults.point("manifest-after")
         trace.event("manifest")
         state.cleanup()
+        # a second run on this output (--overwrite) waits for the lock: it would replace the files sent
+        published = [publish(manifest)] if publish is not None else []
     left_out = len(manifest.failed_units)
     notes = [f"{left_out} unit(s) or file(s) failed and were left out; see failed_units in the manifest"
              ] if left_out else []
@@ -246,6 +253,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     notes += _input_notices(results)
     if spec.backend_reason:
         notes.append(spec.backend_reason)
+    notes += published
     ran = {u.index for u in todo}
     tokens_run = sum(sum(r["num_tokens"].values()) for i, r in results.items() if i in ran and r["status"] == "ok")
     return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, tokens_run,

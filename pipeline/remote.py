@@ -75,12 +75,12 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
             _refuse_foreign(fs, root, url, local, overwrite)
         if overwrite:
             _refuse_replacing_inputs(fs, root, url, paths)
+    def publish(manifest: Manifest) -> str:  # under the staging directory's lock: no run replaces its files meanwhile
+        sent = upload_dataset(local, fs, root, manifest, url)
+        return f"uploaded {sent} file(s) to {url} (manifest last); staging copy in {local}"
     # the remote dataset stays complete while the local run goes: its manifest goes when the upload starts
-    result = tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
-                      show_progress=show_progress, console=console, check_inputs=check)
-    sent = upload_dataset(local, fs, root, result.manifest, url)
-    result.notes.append(f"uploaded {sent} file(s) to {url} (manifest last); staging copy in {local}")
-    return result
+    return tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
+                    show_progress=show_progress, console=console, check_inputs=check, publish=publish)
 
 
 def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 import unittest.mock as mock
 from pathlib import Path
 
@@ -247,6 +248,38 @@ def test_an_interrupted_overwrite_of_a_url_resumes_and_keeps_the_old_dataset_unt
               for ext in ("bin", "idx")}
     assert {p[len("/prep-replace/ds/"):] for p in fs.find("/prep-replace/ds")} == listed | {"manifest.json"}
     assert fs.cat_file("/prep-replace/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
+
+
+def test_an_upload_holds_the_staging_lock(tmp_path, demo_tokenizer, monkeypatch):
+    """The upload ran after the run let go of its staging directory's lock: an --overwrite run of another
+    recipe there could replace the shards being sent, and the remote manifest then listed files it had
+    not made. A run that starts meanwhile is refused as for a local output in use."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-locked/ds"
+    fs = fsspec.filesystem("memory")
+    first = _memory_recipe(tmp_path, demo_tokenizer, url)
+    other = _memory_recipe(tmp_path, demo_tokenizer, url, text_template="again: {text}")
+    during, real_put = [], type(fs).put_file
+
+    def put(self, lpath, rpath, *a, **k):
+        if not during:
+            during.append("started")
+            try:
+                tokenize(other, show_progress=False, overwrite=True)
+                during[0] = "ran"
+            except PrepError as e:
+                during[0] = str(e)
+        return real_put(self, lpath, rpath, *a, **k)
+    monkeypatch.setattr(type(fs), "put_file", put)
+    result = tokenize(first, show_progress=False)
+    assert re.search(r"stage: another prep run \(pid \d+ on .*\) is writing here", during[0]), during
+    assert fs.cat_file("/prep-locked/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
+    for split, info in result.manifest.splits.items():
+        for shard in info.shards:
+            assert fs.cat_file(f"/prep-locked/ds/{split}/{shard.name}.bin") == \
+                (tmp_path / "stage" / split / f"{shard.name}.bin").read_bytes()
 
 
 def test_a_bucket_root_is_an_output(tmp_path, s3):
