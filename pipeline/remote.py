@@ -147,6 +147,10 @@ def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> 
     sent = 0
     try:
         _unfinish(fs, root, log, log_path)
+        if "file" in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol):
+            # local:// (a mount of a bucket, say): put_file creates no directory; object stores need none
+            for split in manifest.splits:
+                fs.makedirs(f"{root}/{split}", exist_ok=True)
         for rel in files:
             st = (local / rel).stat()
             stamp = f"{st.st_size}:{st.st_mtime_ns}"

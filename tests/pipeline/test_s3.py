@@ -282,6 +282,15 @@ def test_an_upload_holds_the_staging_lock(tmp_path, demo_tokenizer, monkeypatch)
                 (tmp_path / "stage" / split / f"{shard.name}.bin").read_bytes()
 
 
+def test_a_local_url_output_creates_its_directories(tmp_path, demo_tokenizer):
+    """local:// (fsspec's local filesystem): put_file creates no directory, and the first upload to a
+    new prefix failed on train/shard-000000.bin."""
+    url = f"local://{tmp_path}/remote/ds"
+    result = tokenize(_memory_recipe(tmp_path, demo_tokenizer, url), show_progress=False)
+    assert local_tree(tmp_path / "remote" / "ds") == local_tree(tmp_path / "stage") and result.manifest.splits
+    assert (tmp_path / "remote" / "ds" / "manifest.json").read_bytes() == (tmp_path / "stage" / "manifest.json").read_bytes()
+
+
 def test_a_bucket_root_is_an_output(tmp_path, s3):
     """`s3://bucket`: the whole bucket is the dataset; another file there is refused, with --overwrite too."""
     import boto3
