@@ -60,7 +60,7 @@ def tokenize(
 @app.command()
 @user_errors
 def verify(
-    directory: Path = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
+    directory: str = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
     quick: bool = typer.Option(False, "--quick", help="Sizes and index structure only: skip reading the .bin files (no sha256, no token-id check)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
@@ -71,6 +71,7 @@ def verify(
     """
     from pipeline.verify import verify_dataset
 
+    directory = _local_dataset(directory, "verify")
     report = verify_dataset(directory, level="index" if quick else "full", progress=progress, console=err)
     for line in report.problems + [f"note: {n}" for n in report.notes]:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -82,7 +83,7 @@ def verify(
 @app.command("bench-loader")
 @user_errors
 def bench_loader(
-    directory: Path = typer.Argument(..., help="Dataset directory written by `prep tokenize`."),
+    directory: str = typer.Argument(..., help="Dataset directory written by `prep tokenize`."),
     modes: list[str] = typer.Option(["windows", "packed", "grouped"], "--mode", help="Loader mode(s) to measure (repeatable)."),
     workers: list[int] = typer.Option([0, 2], "--workers", min=0, help="DataLoader worker counts to measure (repeatable)."),
     split: str = typer.Option("train", help="Split to read."),
@@ -94,6 +95,7 @@ def bench_loader(
 ) -> None:
     """Measure loader overhead: batches/s, tokens/s, time to first batch, packed fill, grouped padding,
     and (with --step-ms) the share of a training step spent waiting for data."""
+    directory = _local_dataset(directory, "bench-loader")
     if not (directory / "manifest.json").exists():
         raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
     import importlib.util
@@ -111,7 +113,7 @@ def bench_loader(
 @app.command()
 @user_errors
 def inspect(
-    directory: Path = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
+    directory: str = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
     docs: int = typer.Option(0, "--docs", "-n", min=0, help="Also decode and print the first N documents of --split."),
     split: str = typer.Option("train", help="Split whose documents --docs prints."),
     tokenizer: str | None = typer.Option(
@@ -126,6 +128,7 @@ def inspect(
     from pipeline.manifest import read_manifest
     from pipeline.verify import check_dataset
 
+    directory = _local_dataset(directory, "inspect")
     m = read_manifest(directory)
     t = m.tokenizer
     out.print(f"{directory}: {m.created_by}, format {m.format_version}, dtype {m.dtype}, vocab {m.vocab_size:,}; "
@@ -150,6 +153,18 @@ def inspect(
                         "restore the files, or rebuild it with `prep tokenize --overwrite`")
     if docs > 0:
         _print_docs(directory, m, split, docs, tokenizer)
+
+
+def _local_dataset(directory: str, command: str) -> Path:
+    """The dataset directory argument; a URL (an output.dir of `prep tokenize` that uploaded there) is
+    refused in one line: typer's Path made `s3://b/ds` into `s3:/b/ds`, "no such directory"."""
+    from pipeline.recipe import is_url, local_path
+
+    if is_url(directory):
+        raise PrepError(f"{directory}: a URL; `prep {command}` reads a local directory: give it the run's staging "
+                        "copy (output.local_dir, by default under ~/.cache/prep/staging/; `prep tokenize` names it "
+                        "in its last note), or a downloaded copy of the dataset")
+    return Path(local_path(directory))
 
 
 def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None) -> None:

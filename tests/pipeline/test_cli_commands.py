@@ -132,3 +132,21 @@ def test_inspect_reads_the_manifest_once(tmp_path, demo_tokenizer, monkeypatch):
     reads.clear()  # and a re-run of a complete dataset: read for "already complete", checked with that one
     again = runner.invoke(app, ["tokenize", "-r", str(tmp_path / "r.yaml"), "--no-progress"])
     assert again.exit_code == 0 and "already complete" in again.output and len(reads) == 1
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "bench-loader"])
+def test_a_url_dataset_is_told_to_use_a_local_copy(command):
+    """typer's Path made `s3://bucket/ds` into `s3:/bucket/ds` and the command said "no such directory"
+    (verify) or "no manifest.json" (inspect) of a path the user never gave."""
+    result = runner.invoke(app, [command, "s3://bucket/ds"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: s3://bucket/ds: a URL; `prep {command}` reads a local directory: "
+                                    "give it the run's staging copy (output.local_dir"), result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_file_url_dataset_is_its_local_directory(tmp_path, demo_tokenizer):
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    for command in ("verify", "inspect"):
+        result = runner.invoke(app, [command, f"file://{out}"])
+        assert result.exit_code == 0, result.output
