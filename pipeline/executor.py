@@ -166,6 +166,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a read-only or missing parent, a file on the way, no permission
+        if out.is_symlink():  # mkdir said only "File exists" of a link whose target is missing
+            raise PrepError(f"output.dir: {out} is a symbolic link to {os.readlink(out)}, which does not exist; "
+                            "create that directory, or choose another --output") from None
         raise PrepError(f"output.dir: cannot create {out} ({e.strerror}); choose another --output") from None
     with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
         existing = _prepare_output(out, state, content, overwrite, spec.sha256)

@@ -269,8 +269,11 @@ def test_a_run_killed_before_its_plan_leaves_an_output_that_a_rerun_takes(tmp_pa
 def test_an_output_dir_that_cannot_be_made_or_written_is_one_line(tmp_path, demo_tokenizer, monkeypatch):
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
     (tmp_path / "afile").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")  # mkdir said "cannot create ... (File exists)"
     for out, want in [(tmp_path / "afile", "is a file, not a directory"),
-                      (tmp_path / "afile" / "sub", r"cannot create .*sub \(Not a directory\)")]:
+                      (tmp_path / "afile" / "sub", r"cannot create .*sub \(Not a directory\)"),
+                      (tmp_path / "dangling", r"dangling is a symbolic link to .*gone, which does not exist; create "
+                                              "that directory, or choose another --output")]:
         recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out)
         code, output = run_cli("--recipe", recipe)
         assert code == 1 and output.startswith("error: output.dir: ") and str(out) in output, output
