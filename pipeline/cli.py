@@ -158,7 +158,7 @@ def inspect(
 def _local_dataset(directory: str, command: str) -> Path:
     """The dataset directory argument; a URL (an output.dir of `prep tokenize` that uploaded there) is
     refused in one line: typer's Path made `s3://b/ds` into `s3:/b/ds`, "no such directory"."""
-    from pipeline.recipe import is_url, local_path
+    from pipeline.source_formats import is_url, local_path
 
     if is_url(directory):
         raise PrepError(f"{directory}: a URL; `prep {command}` reads a local directory: give it the run's staging "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME
-from pipeline.recipe import is_url
+from pipeline.source_formats import is_url
 
 __all__ = ["foreign_output", "reads_deleted_input", "refuse_foreign", "refuse_deleting_what_the_run_reads"]
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.outdir import foreign_output, reads_deleted_input
-from pipeline.recipe import Recipe, is_url, local_path
+from pipeline.recipe import Recipe
+from pipeline.source_formats import is_url, local_path
 
 __all__ = ["tokenize_to_url", "upload_dataset", "default_staging_dir"]
 
