@@ -156,6 +156,13 @@ class Source:
             return int(self.pack_plan()["row_ptr"].size - 1) if c.packing == "bfd" else concat_num_rows(n_tok, c.seq_len)
         return self.shards.num_docs
 
+    def no_samples_message(self) -> str:
+        # windows never get here: a split of >= T + 1 tokens (checked on construction) has a tiled
+        # window, and its first non-empty document, at token 0, an aligned one
+        return (f"{self.shards.root}: split {self.cfg.split!r} has {self.shards.num_docs} documents but all of "
+                f"them are empty, so mode {self.cfg.mode!r} has nothing to batch; re-tokenize it, or leave "
+                "this dataset out")
+
     @functools.cached_property
     def max_pieces(self) -> int:
         """packed: most document pieces in one row (sizes the fixed-width cu_seqlens)."""
@@ -198,6 +205,12 @@ class EpochPlan:
 
     @functools.cached_property
     def num_positions(self) -> int:
+        for s in self.sources:
+            # a source with no sample at all: alone it made "0 samples, pass drop_last=False" (which
+            # does not help); in a mix the epoch silently shrank to 1 position, and drawing from it
+            # (samples_per_epoch) indexed past its empty pack plan
+            if s.num_samples == 0:
+                raise PrepError(s.no_samples_message())
         if self.cfg.samples_per_epoch is not None:
             return int(self.cfg.samples_per_epoch)
         if len(self.sources) == 1:
