@@ -113,9 +113,9 @@ def build_batch(plan: EpochPlan, epoch: int, start: int, rank: int, pin: bool = 
         starts, lens = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         for k, s in enumerate(plan.sources):
             sel = src == k
-            idx = s.doc_index()
-            starts[sel] = np.asarray(idx["starts"])[sample[sel]]
-            lens[sel] = np.minimum(np.asarray(idx["lengths"])[sample[sel]], c.seq_len + 1)
+            idx, docs = s.doc_index(), s.doc_ids(sample[sel])
+            starts[sel] = np.asarray(idx["starts"])[docs]
+            lens[sel] = np.minimum(np.asarray(idx["lengths"])[docs], c.seq_len + 1)
         _read(plan, src, starts, lens, buf, np.arange(n) * (width + 1))
         views["meta"][:n] = lens
         raw.update(buf=t, layout=layout)

@@ -147,6 +147,25 @@ class Source:
         key = self._key(long_docs=self.cfg.long_docs, seed=self.cfg.seed)
         return self._memoized("packbfd", lambda: self.cache.get("packbfd", key, build))
 
+    def grouped_docs(self) -> np.ndarray | None:
+        """grouped: ids of the documents that become rows, int64[n]; None when that is all of them.
+
+        A document of fewer than 2 tokens has no next-token target: as a row it only cost compute, an
+        empty one had an all-False attention_mask row (NaN in SDPA), and length sorting gathered them
+        into batches with no target at all (a mean loss of 0 / 0)."""
+        def get():
+            lens = np.asarray(self.doc_index()["lengths"])
+            if int(lens.min(initial=2)) >= 2:
+                return {}
+            build = lambda: {"docs": np.flatnonzero(lens >= 2).astype(np.int64)}  # noqa: E731
+            return self.cache.get("groupeddocs", {"fingerprint": self.shards.fingerprint}, build)
+        return self._memoized("groupeddocs", get).get("docs")
+
+    def doc_ids(self, samples: np.ndarray) -> np.ndarray:
+        """grouped: sample ids -> document ids."""
+        docs = self.grouped_docs()
+        return np.asarray(samples, dtype=np.int64) if docs is None else np.asarray(docs[samples], dtype=np.int64)
+
     @functools.cached_property
     def num_samples(self) -> int:
         c, n_tok = self.cfg, self.shards.num_tokens
@@ -154,11 +173,16 @@ class Source:
             return int(self.aligned_starts().size) if c.doc_aligned else (n_tok - 1) // c.seq_len
         if c.mode == "packed":
             return int(self.pack_plan()["row_ptr"].size - 1) if c.packing == "bfd" else concat_num_rows(n_tok, c.seq_len)
-        return self.shards.num_docs
+        docs = self.grouped_docs()
+        return self.shards.num_docs if docs is None else int(docs.size)
 
     def no_samples_message(self) -> str:
         # windows never get here: a split of >= T + 1 tokens (checked on construction) has a tiled
         # window, and its first non-empty document, at token 0, an aligned one
+        if self.cfg.mode == "grouped" and self.shards.num_tokens:
+            return (f"{self.shards.root}: split {self.cfg.split!r}: none of its {self.shards.num_docs} documents has "
+                    "2 or more tokens, so mode 'grouped' has no row with a next-token target; use mode "
+                    "'windows' or 'packed', or leave this dataset out")
         return (f"{self.shards.root}: split {self.cfg.split!r} has {self.shards.num_docs} documents but all of "
                 f"them are empty, so mode {self.cfg.mode!r} has nothing to batch; re-tokenize it, or leave "
                 "this dataset out")
@@ -182,7 +206,7 @@ class Source:
 
     def clipped_lengths(self, samples: np.ndarray) -> np.ndarray:
         """grouped: input tokens of each document row, min(length, T)."""
-        return np.minimum(np.asarray(self.doc_index()["lengths"])[samples], self.cfg.seq_len)
+        return np.minimum(np.asarray(self.doc_index()["lengths"])[self.doc_ids(samples)], self.cfg.seq_len)
 
 
 class EpochPlan:
@@ -286,7 +310,9 @@ class EpochPlan:
                 sizes = np.concatenate([sizes[first:first + 1], sizes[:first], sizes[first + 1:]])
                 bounds = np.concatenate([[0], np.cumsum(sizes)])
             return {"order": order, "lengths": lens[order].astype(np.int32), "bounds": bounds}
-        key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows()}
+        # "rows": documents of < 2 tokens are no longer rows; an order cached before that is stale
+        key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows(),
+               "rows": "docs with a target"}
         got = self.cache.get("grouped", key, build)
         self._grouped = (epoch, got)
         return got

@@ -42,3 +42,39 @@ def test_mix_with_an_all_empty_source_is_refused(small, empty_docs, spe):
 def test_mix_with_nonempty_sources_still_works(small):
     got = collect(MemmapLoader([(small, 0.5), (small, 0.5)], batch_size=1, seq_len=16, mode="packed", cache_dir=False))
     assert len(got) > 1 and all(np.all(b["input_ids"] >= 0) for b in got)
+
+
+@pytest.fixture(scope="module")
+def short_docs(tmp_path_factory):
+    """Empty and 1-token documents (no next-token target) among ordinary ones, across shards."""
+    lens = np.array([0, 1, 1, 0, 1, 40, 50, 60, 1, 70, 30, 20, 25, 1, 0, 2, 33, 1, 1, 9, 0])
+    return make_dataset(tmp_path_factory.mktemp("short") / "s", lens, shard_tokens=60), lens
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("max_tokens", [None, 64])
+def test_grouped_rows_all_have_a_target(short_docs, shuffle, max_tokens):
+    # was: empty / 1-token documents became rows (an empty one with an all-False attention_mask row),
+    # sorted together into batches whose labels were all -100
+    path, lens = short_docs
+    kw = dict(batch_size=2, seq_len=32, mode="grouped", pad_multiple=8, shuffle=shuffle, max_tokens=max_tokens,
+              cache_dir=False, drop_last=False)
+    batches = collect(MemmapLoader(path, **kw))
+    firsts = []
+    for b in batches:
+        assert (b["labels"] != -100).sum() > 0  # every batch trains on something
+        real = b["attention_mask"].sum(axis=1) > 0
+        assert np.all((b["labels"][real] != -100).sum(axis=1) > 0)  # and so does every real row
+        firsts.extend((b["input_ids"][real, 0] - 1).tolist())
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    assert sorted(firsts) == sorted(starts[lens >= 2].tolist())  # each document with a target once
+    with_worker = collect(MemmapLoader(path, num_workers=1, **kw))  # the worker maps samples the same way
+    assert len(with_worker) == len(batches)
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(batches, with_worker) for k in a)
+
+
+def test_grouped_split_of_only_targetless_documents_is_refused(tmp_path):
+    path = make_dataset(tmp_path / "ones", [1, 0, 1, 1])
+    loader = MemmapLoader(path, batch_size=1, seq_len=16, mode="grouped", cache_dir=False, drop_last=False)
+    with pytest.raises(PrepError, match="none of its 4 documents has 2 or more tokens"):
+        next(iter(loader))
