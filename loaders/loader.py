@@ -15,6 +15,7 @@ actually handed to the caller; batches prefetched but not handed out are simply 
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -72,6 +73,14 @@ class _StartSampler(Sampler):
 
 def _passthrough(raw):
     return raw
+
+
+def _order_difference(saved, mine: dict) -> str:
+    """'another mode ('windows'; this loader: 'packed')' for the fields of two order_fields() that differ."""
+    if not isinstance(saved, dict):  # a state from before the fields were saved
+        return "other data or another sample order (datasets, weights, mode, seq_len, seed, or the grouped global batch)"
+    diff = [f"{k} {saved.get(k)!r} (this loader: {mine[k]!r})" for k in mine if saved.get(k) != mine[k]]
+    return "another run: " + ("; ".join(diff) if diff else "the sample order differs")
 
 
 def _parse_sources(data) -> list[tuple[PathLike, float]]:
@@ -194,16 +203,26 @@ class MemmapLoader:
         return {"version": STATE_VERSION, "epoch": self.epoch, "consumed": self.consumed,
                 "unit": "microbatches" if self.plan.token_budget() else "samples",
                 "fingerprint": self.plan.fingerprint, "seed": self.config.seed,
-                "global_batch": self.plan.global_batch, "world_size": self.world_size}
+                "global_batch": self.plan.global_batch, "world_size": self.world_size,
+                "order": self.plan.order_fields()}
 
     def load_state_dict(self, state: dict, strict: bool = True) -> MemmapLoader:
         """Continue where `state` was taken: the next batches equal those of an uninterrupted run."""
+        # a state comes back from a checkpoint file: check its shape here, or a None, a list or a
+        # missing field surfaced as AttributeError/KeyError, and a negative count resumed silently
+        if not isinstance(state, dict):
+            raise PrepError(f"loader state must be the dict state_dict() returned, got {type(state).__name__}")
         if state.get("version") != STATE_VERSION:
             raise PrepError(f"loader state version {state.get('version')!r}; this loader reads {STATE_VERSION}")
+        for key in ("epoch", "consumed"):
+            v = state.get(key)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+                raise PrepError(f"loader state field {key!r} must be an integer >= 0, got {v!r}; pass the dict "
+                                "state_dict() returned, unchanged")
         if strict and state.get("fingerprint") != self.plan.fingerprint:
-            raise PrepError("loader state was saved for other data or another sample order (datasets, "
-                            "weights, mode, seq_len, seed, or the grouped global batch differ); resuming "
-                            "would not continue the same run. Pass strict=False to resume anyway")
+            raise PrepError(f"loader state was saved for {_order_difference(state.get('order'), self.plan.order_fields())}; "
+                            "resuming would not continue the same run. Construct the loader with the saved "
+                            "settings, or pass strict=False to resume anyway")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
         return self
 

@@ -227,6 +227,12 @@ class EpochPlan:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_grouped": None}
 
+    def order_fields(self) -> dict:
+        """What `fingerprint` hashes, field by field (JSON-safe), so a refused resume can name what differs."""
+        grouped_batch = self.global_batch if self.cfg.mode == "grouped" and self.cfg.max_tokens is None else None
+        return {"datasets": [s.shards.fingerprint[:16] for s in self.sources], "split": self.cfg.split,
+                "weights": self.counts.tolist(), **self.cfg.order_inputs(), "grouped_global_batch": grouped_batch}
+
     @functools.cached_property
     def num_positions(self) -> int:
         for s in self.sources:

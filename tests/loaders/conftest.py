@@ -28,3 +28,10 @@ def dataset_b(tmp_path_factory):
 def dataset_u16(tmp_path_factory):
     lens = lognormal_lengths(400, seed=3, hi=500)
     return make_dataset(tmp_path_factory.mktemp("u16") / "u", lens, dtype=np.uint16, token_ids="random")
+
+
+@pytest.fixture(scope="session")
+def dataset_with_val(tmp_path_factory):
+    """A train split and a val split (position ids; small)."""
+    return make_dataset(tmp_path_factory.mktemp("dsv") / "v", lognormal_lengths(120, seed=4, hi=300),
+                        extra_splits={"val": lognormal_lengths(60, seed=5, hi=300)})

@@ -110,6 +110,62 @@ def test_state_refuses_other_run(dataset):
         b.load_state_dict({"version": 99})
 
 
+@pytest.mark.parametrize("other,field", [
+    (dict(mode="packed"), "mode 'windows' (this loader: 'packed')"),
+    (dict(seq_len=2 * T), f"seq_len {T} (this loader: {2 * T})"),
+    (dict(seed=2), "seed 1 (this loader: 2)"),
+    (dict(doc_aligned=True), "doc_aligned False (this loader: True)"),
+    (dict(split="val"), "split 'train' (this loader: 'val')"),
+])
+def test_state_refusal_names_the_field(dataset_with_val, other, field):
+    # was one message listing every field that might differ ("datasets, weights, mode, seq_len, ...")
+    args = dict(batch_size=4, seq_len=T, mode="windows", seed=1, cache_dir=False)
+    a = MemmapLoader(dataset_with_val, **args)
+    next(iter(a))
+    b = MemmapLoader(dataset_with_val, **{**args, **other})
+    with pytest.raises(PrepError, match="strict=False") as e:
+        b.load_state_dict(a.state_dict())
+    assert field in str(e.value)
+    if "split" in other:
+        assert "datasets" in str(e.value)  # another split is other data
+
+
+def test_state_refusal_names_another_dataset(dataset, dataset_b):
+    a = MemmapLoader(dataset, batch_size=4, seq_len=T, cache_dir=False)
+    b = MemmapLoader(dataset_b, batch_size=4, seq_len=T, cache_dir=False)
+    with pytest.raises(PrepError, match=r"another run: datasets \['[0-9a-f]{16}'\] \(this loader: "):
+        b.load_state_dict(a.state_dict())
+
+
+@pytest.mark.parametrize("bad,match", [
+    (None, "must be the dict state_dict.. returned, got NoneType"),
+    ([1, 2], "must be the dict state_dict.. returned, got list"),
+    ({"epoch": None}, "field 'epoch' must be an integer >= 0, got None"),
+    ({"consumed": -4}, "field 'consumed' must be an integer >= 0, got -4"),
+    ({"consumed": "8"}, "field 'consumed' must be an integer >= 0, got '8'"),
+    ({"epoch": True}, "field 'epoch' must be an integer >= 0, got True"),
+])
+def test_state_shape_is_checked(dataset, bad, match):
+    # was AttributeError / KeyError from inside load_state_dict, or a negative count resumed silently
+    loader = MemmapLoader(dataset, batch_size=4, seq_len=T, cache_dir=False)
+    state = bad if not isinstance(bad, dict) else {**loader.state_dict(), **bad}
+    with pytest.raises(PrepError, match=match):
+        loader.load_state_dict(state)
+
+
+def test_state_survives_json_and_numpy_ints(dataset):
+    import json
+    args = dict(batch_size=4, seq_len=T, mode="grouped", pad_multiple=16, cache_dir=False)
+    a = MemmapLoader(dataset, **args)
+    want = collect(a, limit=5)[3:]
+    b = MemmapLoader(dataset, **args)
+    collect(b, limit=3)
+    state = json.loads(json.dumps(b.state_dict()))
+    state["consumed"] = np.int64(state["consumed"])
+    c = MemmapLoader(dataset, **args).load_state_dict(state)
+    assert same(collect(c, limit=2), want)
+
+
 def test_spawn_workers_match(dataset):
     args = dict(batch_size=4, seq_len=T, mode="packed", seed=4)
     want = collect(MemmapLoader(dataset, **args), limit=12)
