@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+import numbers
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -42,6 +43,8 @@ from .shards import TokenShards
 __all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES"]
 
 MODES = ("windows", "packed", "grouped")
+_INT_FIELDS = ("batch_size", "seq_len", "pad_multiple", "max_tokens", "megabatch", "seed", "samples_per_epoch")
+_BOOL_FIELDS = ("doc_aligned", "attention_mask", "shuffle", "drop_last")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +79,7 @@ class LoaderConfig:
     """Positions per epoch; default: every sample once (one dataset) or the most the mix allows."""
 
     def __post_init__(self):
+        self._check_types()
         if self.mode not in MODES:
             raise PrepError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.batch_size < 1 or self.seq_len < 1:
@@ -88,12 +92,37 @@ class LoaderConfig:
             raise PrepError(f"samples_per_epoch must be >= 1 (or None: every sample once), got {self.samples_per_epoch}")
         if self.pad_multiple < 1:
             raise PrepError(f"pad_multiple must be >= 1, got {self.pad_multiple}")
+        if self.megabatch is not None and self.megabatch < 1:
+            raise PrepError(f"megabatch must be >= 1 (or None: HF's default size), got {self.megabatch}")
+        if self.seed < 0:  # numpy's SeedSequence refuses negative seeds (packed and grouped use it)
+            raise PrepError(f"seed must be >= 0, got {self.seed}")
         # a row is padded up to seq_len at most, so a budget under seq_len cannot hold the widest one; it
         # was checked against min(seq_len, pad_multiple), and one-row batches then broke the budget
         # (seq_len 128, max_tokens 64: 1,480 of 1,890 batches over it)
         if self.max_tokens is not None and self.max_tokens < self.seq_len:
             raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of seq_len={self.seq_len} tokens (a "
                             "row is padded up to seq_len); raise max_tokens to at least seq_len, or lower seq_len")
+
+    def _check_types(self) -> None:
+        """Each field's type, named: a float or str batch_size/seq_len failed deep in numpy or torch on
+        the first batch, a negative seed in numpy's SeedSequence (packed, grouped), megabatch=0 was
+        silently taken as 1. Integral numpy values become ints (the state's order fields are JSON)."""
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in _INT_FIELDS:
+            v = getattr(self, name)
+            if v is None and defaults[name] is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                none = " (or None)" if defaults[name] is None else ""
+                raise PrepError(f"{name} must be an integer{none}, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        for name in _BOOL_FIELDS:
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise PrepError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        for name in ("split", "mode", "packing", "long_docs"):
+            if not isinstance(getattr(self, name), str):
+                raise PrepError(f"{name} must be a string, got {getattr(self, name)!r}")
 
     def order_inputs(self) -> dict:
         """The fields every sample order depends on (not batch_size/drop_last/split names)."""
@@ -278,7 +307,7 @@ class EpochPlan:
     def megabatch_rows(self) -> int:
         c = self.cfg
         if c.megabatch is not None:
-            return max(1, int(c.megabatch))
+            return c.megabatch
         n = self.num_positions
         if c.max_tokens is None:
             g = self.global_batch

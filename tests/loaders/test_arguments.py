@@ -1,0 +1,42 @@
+"""Loader arguments of the wrong type or range: one PrepError naming the argument, at construction,
+never an error from inside numpy or torch on the first batch."""
+
+import numpy as np
+import pytest
+
+from loaders import MemmapLoader
+from loaders.plan import LoaderConfig
+from pipeline.errors import PrepError
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"batch_size": 2.5}, "batch_size must be an integer, got 2.5"),  # was TypeError in numpy, first batch
+    ({"seq_len": 16.0}, "seq_len must be an integer, got 16.0"),
+    ({"batch_size": "2"}, "batch_size must be an integer, got '2'"),  # was TypeError: '<' not supported
+    ({"batch_size": None}, "batch_size must be an integer, got None"),
+    ({"batch_size": True}, "batch_size must be an integer, got True"),
+    ({"max_tokens": 64.5, "mode": "grouped"}, r"max_tokens must be an integer \(or None\), got 64.5"),
+    ({"seed": -1}, "seed must be >= 0, got -1"),  # was numpy's "expected non-negative integer" (packed, grouped)
+    ({"seed": 1.5}, "seed must be an integer, got 1.5"),
+    ({"megabatch": 0, "mode": "grouped"}, "megabatch must be >= 1"),  # was silently taken as 1
+    ({"shuffle": "no"}, "shuffle must be True or False, got 'no'"),  # a non-empty string was truthy
+    ({"drop_last": None}, "drop_last must be True or False, got None"),
+    ({"split": 0}, "split must be a string, got 0"),
+])
+def test_config_field_types_are_named(kw, match):
+    with pytest.raises(PrepError, match=match):
+        LoaderConfig(**{"batch_size": 2, "seq_len": 16, **kw})
+
+
+def test_numpy_integers_are_taken_as_ints():
+    cfg = LoaderConfig(batch_size=np.int64(2), seq_len=np.int32(16), seed=np.uint8(3), shuffle=np.bool_(True))
+    assert (cfg.batch_size, cfg.seq_len, cfg.seed, cfg.shuffle) == (2, 16, 3, True)
+    assert type(cfg.batch_size) is int and type(cfg.shuffle) is bool
+
+
+@pytest.mark.parametrize("mode", ["windows", "packed", "grouped"])
+def test_wrong_types_fail_at_construction_in_every_mode(dataset, mode):
+    with pytest.raises(PrepError, match="seq_len must be an integer"):
+        MemmapLoader(dataset, batch_size=2, seq_len=16.5, mode=mode, cache_dir=False)
+    with pytest.raises(PrepError, match="seed must be >= 0"):
+        MemmapLoader(dataset, batch_size=2, seq_len=16, mode=mode, seed=-3, cache_dir=False)
