@@ -14,6 +14,7 @@ actually handed to the caller; batches prefetched but not handed out are simply 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 import os
@@ -89,7 +90,29 @@ def _parse_sources(data) -> list[tuple[PathLike, float]]:
     items = list(data)
     if not items or not all(isinstance(x, (tuple, list)) and len(x) == 2 for x in items):
         raise PrepError(f"expected a dataset dir or a list of (dir, weight) pairs, got {data!r}")
-    return [(p, float(w)) for p, w in items]
+    try:
+        return [(p, float(w)) for p, w in items]
+    except (TypeError, ValueError):
+        raise PrepError(f"mixture weights must be numbers, got {[w for _, w in items]!r}") from None
+
+
+def _check_config_names(config: dict) -> None:
+    """Unknown or missing LoaderConfig arguments, named (they were TypeErrors about LoaderConfig.__init__)."""
+    known = [f.name for f in dataclasses.fields(LoaderConfig)]
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise PrepError(f"MemmapLoader got unknown argument(s) {', '.join(unknown)}; loader settings are "
+                        f"{', '.join(known)} (see LoaderConfig), plus the DataLoader and device arguments")
+    required = {"batch_size": "rows per rank per batch", "seq_len": "tokens per row"}
+    missing = [f"{k}=... ({what})" for k, what in required.items() if k not in config]
+    if missing:
+        raise PrepError(f"MemmapLoader needs {' and '.join(missing)}")
+
+
+def _check_count(name: str, value, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise PrepError(f"{name} must be an integer >= {least}, got {value!r}")
+    return int(value)
 
 
 class MemmapLoader:
@@ -111,6 +134,7 @@ class MemmapLoader:
                  multiprocessing_context: str | None = None, device: str | torch.device = "cpu",
                  pin_memory: bool | None = None, prefetch_depth: int = 2, expect_tokenizer: str | None = None,
                  verify: bool = False, cache_dir: PathLike | bool | None = None, **config):
+        _check_config_names(config)
         self.config = LoaderConfig(**config)
         specs = _parse_sources(data)
         if rank is None or world_size is None:
@@ -120,7 +144,10 @@ class MemmapLoader:
         if not 0 <= rank < world_size:
             raise PrepError(f"rank {rank} is outside world_size {world_size}")
         self.rank, self.world_size = int(rank), int(world_size)
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):  # torch's message lists 20 device types; `prep bench-loader` printed a traceback
+            raise PrepError(f"device={device!r} is not a torch device; use 'cpu' or 'cuda' (or 'cuda:N')") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise PrepError(f"device={device!r} but CUDA is not available; use device='cpu'")
         self.pin = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
@@ -142,6 +169,8 @@ class MemmapLoader:
         self.num_workers = int(num_workers)
         if self.num_workers < 0:
             raise PrepError(f"num_workers must be >= 0, got {num_workers}")
+        if self.num_workers > 0:  # torch asserted on the first batch, then warned from the iterator's __del__
+            prefetch_factor = _check_count("prefetch_factor", prefetch_factor, 1)
         self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers) and self.num_workers > 0,
                            "multiprocessing_context": multiprocessing_context if self.num_workers > 0 else None}
         if self.num_workers > 0:
@@ -152,7 +181,7 @@ class MemmapLoader:
                                       prefetch_depth)
         self._sampler = _StartSampler()
         self._dataloader: DataLoader | None = None
-        self.epoch, self.consumed = int(epoch), 0
+        self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
 
     # -- iteration --------------------------------------------------------------------------------
 
@@ -195,7 +224,7 @@ class MemmapLoader:
         self._dataloader = None
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.consumed = int(epoch), 0
+        self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0
 
     # -- state --------------------------------------------------------------------------------
 

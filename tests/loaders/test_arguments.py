@@ -40,3 +40,39 @@ def test_wrong_types_fail_at_construction_in_every_mode(dataset, mode):
         MemmapLoader(dataset, batch_size=2, seq_len=16.5, mode=mode, cache_dir=False)
     with pytest.raises(PrepError, match="seed must be >= 0"):
         MemmapLoader(dataset, batch_size=2, seq_len=16, mode=mode, seed=-3, cache_dir=False)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"bogus": 1}, "unknown argument.s. bogus; loader settings are batch_size, seq_len"),  # was TypeError
+    ({"batch_size": None, "seq_len": None}, r"needs batch_size=\.\.\. \(rows per rank per batch\) and seq_len"),
+    ({"device": "gpu"}, "device='gpu' is not a torch device; use 'cpu' or 'cuda'"),  # was torch's RuntimeError
+    ({"device": 3.5}, "device=3.5 is not a torch device"),
+    ({"num_workers": 1, "prefetch_factor": 0}, "prefetch_factor must be an integer >= 1, got 0"),  # was an AssertionError
+    ({"epoch": -1, "mode": "grouped"}, "epoch must be an integer >= 0, got -1"),  # was numpy's ValueError
+])
+def test_loader_arguments_are_named(dataset, kw, match):
+    args = {"batch_size": 2, "seq_len": 16, "cache_dir": False, **kw}
+    args = {k: v for k, v in args.items() if v is not None}
+    with pytest.raises(PrepError, match=match):
+        next(iter(MemmapLoader(dataset, **args)))
+
+
+def test_mixture_weight_that_is_not_a_number_is_named(dataset):
+    with pytest.raises(PrepError, match=r"mixture weights must be numbers, got \['a', 1\]"):
+        MemmapLoader([(dataset, "a"), (dataset, 1)], batch_size=2, seq_len=16)
+
+
+def test_set_epoch_refuses_a_negative_epoch(dataset):
+    loader = MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False)
+    with pytest.raises(PrepError, match="epoch must be an integer >= 0, got -2"):
+        loader.set_epoch(-2)
+
+
+def test_bench_loader_with_a_device_torch_does_not_know_is_one_line(dataset):
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    result = CliRunner().invoke(app, ["bench-loader", str(dataset), "--device", "gpu", "--workers", "0",
+                                      "--seq-len", "16", "--num-batches", "1"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # was a RuntimeError traceback
+    assert "device='gpu' is not a torch device" in result.output and "Traceback" not in result.output
