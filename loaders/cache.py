@@ -94,6 +94,11 @@ class ArrayCache:
         self._memory[key] = arrays
         return arrays
 
+    def forget(self, name: str, inputs: dict) -> None:
+        """Drop an entry from this process's memory (its arrays go once nothing else holds them);
+        its files stay on disk."""
+        self._memory.pop(f"{name}-{cache_key(inputs)}", None)
+
     def _load(self, key: str) -> dict[str, np.ndarray] | None:
         marker = self.directory / f"{key}.json"
         try:

@@ -243,7 +243,7 @@ class EpochPlan:
 
     def __init__(self, sources: list[Source], weights, cfg: LoaderConfig, world_size: int, cache: ArrayCache):
         self.sources, self.cfg, self.world_size, self.cache = sources, cfg, int(world_size), cache
-        self._grouped: tuple[int, dict] | None = None  # (epoch, arrays) opened in this process
+        self._grouped: tuple[int, dict, dict] | None = None  # (epoch, arrays, cache key) opened in this process
         self.counts = mixture_weights(weights) if len(sources) > 1 else np.ones(1, dtype=np.int64)
         self.pattern = mixture_pattern(self.counts)
         self.global_batch = cfg.batch_size * self.world_size
@@ -349,7 +349,11 @@ class EpochPlan:
         key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows(),
                "rows": "docs with a target"}
         got = self.cache.get("grouped", key, build)
-        self._grouped = (epoch, got)
+        if self._grouped is not None:
+            # one order per epoch, 12 B per row each: kept in the cache's memory they added up epoch
+            # after epoch (anonymous RAM with cache_dir=False, open memory maps otherwise)
+            self.cache.forget("grouped", self._grouped[2])
+        self._grouped = (epoch, got, key)
         return got
 
     def prepare(self, epoch: int) -> None:

@@ -52,3 +52,19 @@ def test_derived_arrays_live_on_disk(big_dataset):
         assert got[mode]["batch_bytes"] / NUM_DOCS < BOUND, (mode, got[mode])
     cache = list((Path(big_dataset) / ".cache" / "loaders").glob("*.npy"))
     assert sum(p.stat().st_size for p in cache) > 8 * NUM_DOCS  # guard: the arrays exist, on disk
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_grouped_orders_do_not_pile_up_across_epochs(dataset, tmp_path, on_disk):
+    """Each epoch's grouped order (12 B per row) stayed in the cache's memory for good: anonymous RAM
+    with cache_dir=False, open memory maps otherwise; now only the current epoch's is held."""
+    from loaders import MemmapLoader
+
+    loader = MemmapLoader(dataset, batch_size=4, seq_len=64, mode="grouped", cache_dir=tmp_path if on_disk else False)
+    held = []
+    for _ in range(4):
+        for _ in loader:
+            pass
+        held.append(sum(k.startswith("grouped-") for k in loader.plan.cache._memory))
+    assert held == [1, 1, 1, 1]
+    assert loader.epoch == 4  # guard: four different epochs were ordered
