@@ -217,11 +217,15 @@ class MemmapLoader:
         return self.plan.num_batches(self.epoch)
 
     def close(self) -> None:
-        """Stop persistent workers now (they otherwise live as long as the loader)."""
+        """Stop persistent workers and close the shard files this process opened (with num_workers=0
+        up to MAX_OPEN_FILES of them stayed open until the loader was collected). The loader stays
+        usable: a later pass re-opens what it reads."""
         it = getattr(self._dataloader, "_iterator", None)
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
         self._dataloader = None
+        for s in self.plan.sources:
+            s.shards.close()
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0
