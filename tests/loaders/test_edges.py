@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loaders import MemmapLoader
 from pipeline.errors import PrepError
@@ -94,3 +96,21 @@ def test_close_releases_shard_files_and_the_loader_still_works(tmp_path):
     again = collect(loader)  # the next epoch re-opens what it reads
     assert len(again) == len(first) and all(np.all(np.diff(b["input_ids"], axis=1) == 1) for b in again)
     loader.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lens=st.lists(st.integers(0, 40), min_size=1, max_size=40).filter(lambda x: max(x) >= 2),
+       batch=st.integers(1, 4), shuffle=st.booleans(), seed=st.integers(0, 3))
+def test_grouped_covers_each_document_with_a_target_once(tmp_path_factory, lens, batch, shuffle, seed):
+    lens = np.asarray(lens)
+    path = make_dataset(tmp_path_factory.mktemp("g") / "d", lens, shard_tokens=50)
+    loader = MemmapLoader(path, batch_size=batch, seq_len=16, mode="grouped", pad_multiple=4, shuffle=shuffle,
+                          seed=seed, cache_dir=False, drop_last=False)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    firsts = []
+    for b in collect(loader):
+        real = b["attention_mask"].sum(axis=1) > 0
+        assert np.all((b["labels"][real] != -100).sum(axis=1) >= 1)  # every row has a target
+        assert np.all(b["labels"][~real] == -100)  # padding rows none
+        firsts.extend((b["input_ids"][real, 0] - 1).tolist())
+    assert sorted(firsts) == sorted(starts[lens >= 2].tolist())
