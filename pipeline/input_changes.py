@@ -33,7 +33,6 @@ import json
 from pipeline.errors import PrepError, SchemaError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
-from pipeline.worker import unit_of_part
 
 __all__ = ["accept", "note_failed", "note_stop", "plan_entry", "recipe_key", "remember_plan", "replanned"]
 
@@ -95,6 +94,7 @@ def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], resu
             if path in changed:
                 by_file.setdefault(path, []).append(u.index)
     redo: set[int] = set()
+    redone: set[str] = set()  # the files whose failed units are redone
     for path, was in changed.items():
         mine = [i for i in by_file.get(path, ()) if i in results]
         failed = {i for i in mine if path in _failed_files(results[i])}  # a group's unit may be ok without it
@@ -102,8 +102,14 @@ def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], resu
         if done and path not in damaged:
             raise PrepError(_refusal(state, path, was, inputs[path], len(done), len(by_file[path])))
         redo |= failed
+        if failed:
+            redone.add(path)
     if redo:
-        _forget(state, results, redo)
+        # on disk in this order, so a kill between two steps resumes right: the files first count as
+        # stopped on (their failed lines may be gone when this runs again), then their units leave the
+        # journal (and the shards placed from the first of them), then the new stamps are recorded
+        state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *redone}))
+        state.forget_units(results, redo)
     state.update_plan(inputs={**old, **{path: inputs[path] for path in changed}})
 
 
@@ -111,20 +117,6 @@ def _failed_files(result: dict) -> set[str]:
     """The files a journaled unit failed on: a failed unit's, or the members a group's unit left out."""
     failed = result.get("failed_files") or ([result] if result["status"] == "failed" else [])
     return {f["path"] for f in failed}
-
-
-def _forget(state: RunState, results: dict[int, dict], redo: set[int]) -> None:
-    """Redo units `redo`: out of the results, and every placed shard from the first holding a part of
-    a unit at or after the earliest of them dropped from the run state, since shards are placed in
-    unit order (assemble.PartStream). The units whose parts those shards took are then redone too
-    (executor._drop_lost_units: their part files were deleted when the shard was placed)."""
-    first = min(redo)
-    for i in redo:
-        del results[i]
-    for entries in state.placed.values():
-        keep = next((k for k, e in enumerate(entries) if any(unit_of_part(name) >= first for name in e["parts"])),
-                    len(entries))
-        del entries[keep:]
 
 
 def note_stop(state: RunState, unit: WorkUnit, error: BaseException) -> None:

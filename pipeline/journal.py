@@ -188,20 +188,26 @@ class RunState:
             while len(run) in by_index:
                 run.append(by_index[len(run)])
         if keep is not None:  # the journal cut first: a crash before the plan is rewritten replans again
-            self._keep_units(done, keep)
+            self.forget_units(done, {i for i in done if i >= keep})
             # inputs stay the old ones: input_changes.accept compares them next
             self.update_plan(fingerprint=fingerprint, units=describe["units"], unit_keys=None)
         return done
 
-    def _keep_units(self, done: dict[int, dict], keep: int) -> None:
-        """Units from `keep` on, and shards from the first that holds a part of one, leave `done`,
-        `self.placed` and the journal (rewritten atomically): a later resume must not take them for
-        this plan's units of the same index."""
+    def forget_units(self, done: dict[int, dict], units: set[int]) -> None:
+        """`units` leave `done`, and with them every placed shard from the first that holds a part of
+        one of them (shards are placed in unit order, assemble.PartStream), in `self.placed` and in the
+        journal, rewritten atomically: forgotten in memory only, a run killed before redoing them
+        resumed with their old lines (a unit that failed on a since replaced file, say, kept as failed).
+        The units whose parts the dropped shards took are redone too: their parts were deleted when the
+        shard was placed (executor._drop_lost_units)."""
         from pipeline.worker import unit_of_part
-        for i in [i for i in done if i >= keep]:
-            del done[i]
+        if not units:
+            return
+        first = min(units)
+        for i in units:
+            done.pop(i, None)
         for entries in self.placed.values():
-            cut = next((k for k, e in enumerate(entries) if any(unit_of_part(n) >= keep for n in e["parts"])),
+            cut = next((k for k, e in enumerate(entries) if any(unit_of_part(n) >= first for n in e["parts"])),
                        len(entries))
             del entries[cut:]
         lines = [json.dumps(done[i], sort_keys=True) for i in sorted(done)]

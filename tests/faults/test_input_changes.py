@@ -125,6 +125,31 @@ def test_a_damaged_file_replaced_under_skip_has_its_failed_unit_redone(tmp_path)
     assert snapshot(out) == _fresh(tmp_path, recipe, "fresh")
 
 
+def test_a_replaced_file_killed_before_its_units_are_redone_still_redoes_them(tmp_path):
+    """The re-run after the replacement records the new file (plan.json inputs) before it redoes the
+    unit that failed on the old one: killed in between, the next resume must still redo it. It kept
+    the journal's "failed" line and saw no change, so the dataset came out without the file's
+    documents (listed in failed_units) where an uninterrupted re-run had them."""
+    d = _three_files(tmp_path)
+    good = gzip.compress((d / "b.jsonl").read_bytes())
+    (d / "b.jsonl").unlink()
+    (d / "b.jsonl.gz").write_bytes(good[:-200])
+    for name, skip in (("a", 0), ("c", 300)):  # 2 units each, as above
+        (d / f"{name}.jsonl").write_bytes(_lines(110, skip=skip))
+    recipe = write_recipe(tmp_path, d / "*.jsonl*", on_bad_record="skip")
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal-placed:3").returncode == -signal.SIGKILL
+    assert (2, "failed") in [(e["unit"], e["status"]) for e in journal_lines(out)]
+
+    (d / "b.jsonl.gz").write_bytes(good)
+    assert run_prep(recipe, out, fault="start:1").returncode == -signal.SIGKILL  # accepted, nothing redone yet
+    assert (2, "failed") not in [(e["unit"], e["status"]) for e in journal_lines(out)]
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
+    assert not json.loads((out / "manifest.json").read_text())["failed_units"]
+    assert snapshot(out) == _fresh(tmp_path, recipe, "fresh")
+
+
 def test_a_group_member_left_out_then_replaced_has_its_group_redone(tmp_path):
     """A unit of small files keeps the good ones and lists the damaged one in failed_files: replaced,
     the whole group is redone (its shards are placed in unit order, so those after it are too)."""
