@@ -519,10 +519,13 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         # (units that fail in their first bytes can all be done first) may still be unpickling its
         # initargs, which rebuilds their semaphores by name, and freeing them here unlinks those names:
         # it died of FileNotFoundError, its traceback printed under prep's one-line error
-        if manager is not None:
-            manager.join()
+        # (and all freed once joined: the manager thread holds the pool's call and result queues, and
+        # kept by this closure it left their 5 semaphores to the exit, which os._exit makes in prep,
+        # the resource tracker warning of them: so it is reached through `keep` only)
+        if keep[0] is not None:
+            keep[0].join()
         del keep[:]
-    keep = [pool, queue, starts]
+    keep = [manager, pool, queue, starts]
     return join
 
 
