@@ -38,7 +38,7 @@ from pathlib import Path
 from pipeline import faults, input_changes, trace
 from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
-from pipeline.errors import PrepError
+from pipeline.errors import RESUME_FIX, PrepError
 from pipeline.finalize import finalize
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
 from pipeline.journal import RunState
@@ -236,8 +236,10 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             # says "re-run to resume"; a damaged compressed array or single unit plans otherwise when whole)
             input_changes.note_failed(state, failed)
             input_changes.remember_plan(state, units, key)
-            raise PrepError(f"every unit failed ({len(failed)}), so there is nothing to write; the first: "
-                            f"{first['error']}. Fix the input, then re-run (or re-run with --overwrite to start over)")
+            error = first["error"]  # a damaged file's ends with its own fix ("replace the file and re-run ...")
+            fix = "" if error.endswith(RESUME_FIX) else ". Fix the input, then re-run"
+            raise PrepError(f"every unit failed ({len(failed)} unit{'s' * (len(failed) > 1)}), so there is nothing to write; the "
+                            f"first: {error}{fix} (or re-run with --overwrite to start over)")
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
                             splits=splits, placed=placed)

@@ -381,7 +381,7 @@ def test_a_damaged_compressed_array_whose_every_unit_failed_runs_once_replaced(t
     recipe = write_recipe(tmp_path, path)
     out = tmp_path / "out"
     failed = run_prep(recipe, out, workers=2)
-    assert failed.returncode == 1 and "every unit failed (1)" in failed.stderr
+    assert failed.returncode == 1 and "every unit failed (1 unit)" in failed.stderr
     assert "replace the file and re-run to resume" in failed.stderr
     path.write_bytes(whole)
     again = run_prep(recipe, out, workers=2)

@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -507,7 +508,7 @@ def test_small_files_grouped_in_units_give_the_dataset_of_one_unit_each(tmp_path
     bad.mkdir()
     for name in ("a.jsonl.gz", "b.jsonl.gz"):
         (bad / name).write_bytes(cut[:-100])
-    with pytest.raises(PrepError, match=r"every unit failed \(1\), .* the first: .*a\.jsonl\.gz: corrupt"):
+    with pytest.raises(PrepError, match=r"every unit failed \(1 unit\), .* the first: .*a\.jsonl\.gz: corrupt"):
         run(tmp_path, {"path": str(bad / "*"), "format": "jsonl"}, "allbad")
 
 
@@ -608,7 +609,9 @@ def test_truncated_zst_names_file_and_offset_and_resumes_after_replacement(tmp_p
     src = {"path": str(d / "*.jsonl*"), "format": "jsonl"}
     with pytest.raises(PrepError) as e:
         run(tmp_path, src, "resumed", on_bad_record="error")
-    assert f"{d / 'b.jsonl.zst'}: corrupt or truncated input near compressed byte {len(good) * 2 // 3}" in str(e.value)
+    found = re.search(re.escape(f"{d / 'b.jsonl.zst'}: corrupt or truncated input: it decodes to byte ") + r"([\d,]+) ",
+                      str(e.value))
+    assert found and len(data) // 3 < int(found.group(1).replace(",", "")) < len(data), str(e.value)
     out = tmp_path / "out" / "resumed"
     assert not (out / "manifest.json").exists()
     journal = [line for line in (out / ".prep" / "journal.jsonl").read_text().splitlines()
@@ -639,10 +642,39 @@ def test_under_skip_a_damaged_file_fails_only_its_unit(tmp_path):
     assert m.splits["train"].num_docs == 1
     assert len(m.failed_units) == 1 and "b.jsonl.gz: corrupt or truncated input" in m.failed_units[0]["error"]
     # with no other unit there is no dataset: an error, not an empty dataset and exit 0
-    with pytest.raises(PrepError, match=r"every unit failed \(1\), so there is nothing to write; the first: "
+    with pytest.raises(PrepError, match=r"every unit failed \(1 unit\), so there is nothing to write; the first: "
                                         r".*b\.jsonl\.gz: corrupt or truncated input.* re-run with --overwrite"):
         run(tmp_path, {"path": str(d / "b.jsonl.gz"), "format": "jsonl"}, "allfail")
     assert not (tmp_path / "out" / "allfail" / "manifest.json").exists()
+
+
+def test_a_damaged_gz_names_where_its_text_stops_and_one_fix(tmp_path):
+    """The codec reads ahead, so the compressed offset reached was the file's end (117,038 of a file
+    damaged from its byte 200): the error now names the bytes of text read before the damage. And
+    the every-unit-failed line gave two fixes ("replace the file and re-run to resume. Fix the input,
+    then re-run ..."): it keeps the damaged file's one."""
+    text = b"".join(json.dumps({"text": f"record {i}"}).encode() + b"\n" for i in range(1500))  # 35 KB: one unit
+    gz = bytearray(gzip.compress(text))
+    for i in range(len(gz) // 2, len(gz) - 20, 50):  # damaged from its middle on
+        gz[i] ^= 0xFF
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.jsonl.gz").write_bytes(gz)
+    with pytest.raises(PrepError) as e:
+        run(tmp_path, {"path": str(d / "a.jsonl.gz"), "format": "jsonl"}, "damaged")
+    found = re.search(r"a\.jsonl\.gz: corrupt or truncated input: it decodes to byte ([\d,]+) of its "
+                      r"decompressed text, then fails", str(e.value))
+    assert found, str(e.value)
+    decoder, decodes = zlib.decompressobj(31), 0  # the bytes of text before the damage, fed one at a time
+    try:
+        for i in range(len(gz)):
+            decodes += len(decoder.decompress(bytes(gz[i:i + 1])))
+    except zlib.error:
+        pass
+    assert len(text) // 4 < decodes < len(text)
+    assert int(found.group(1).replace(",", "")) == decodes
+    assert str(e.value).endswith("replace the file and re-run to resume (or re-run with --overwrite to start over)")
+    assert "Fix the input" not in str(e.value)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

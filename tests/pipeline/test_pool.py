@@ -245,7 +245,7 @@ def test_the_pools_queues_outlive_a_worker_still_starting(tmp_path, monkeypatch,
     monkeypatch.setattr(executor, "_run_pool", run_pool)
     recipe = Recipe.from_yaml(str(write_recipe(tmp_path / "r.yaml", corpus=d, tokenizer=demo_tokenizer,
                                                out=tmp_path / "out", num_workers=2, on_bad_record="skip")))
-    with pytest.raises(PrepError, match=r"every unit failed \(4\)"):
+    with pytest.raises(PrepError, match=r"every unit failed \(4 units\)"):
         executor.tokenize(recipe, show_progress=False)
     unlinked = [alive for event, *alive in events[events.index(("pool",)):] if event == "unlinked"]
     assert ("joined",) in events and unlinked and not any(n for n, in unlinked), events
