@@ -56,7 +56,8 @@ def _print_summary(name: str, result) -> None:
 
     m = result.manifest
     if result.already_complete:
-        out.print(f"{result.out}: already complete for this recipe; nothing to do (--overwrite to rebuild)")
+        # "nothing to tokenize", not "to do": a URL output's re-run may still finish its upload (a note below)
+        out.print(f"{result.out}: already complete for this recipe; nothing to tokenize (--overwrite to rebuild)")
     table = Table(title=f"{name} -> {result.out}", title_justify="left")
     for col in ("split", "docs", "tokens", "shards", "tokens/doc"):
         table.add_column(col, justify="right" if col != "split" else "left")

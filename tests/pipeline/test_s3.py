@@ -134,8 +134,16 @@ def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkey
         tokenize(r, show_progress=False)
     assert not fs.exists("/prep-upload/ds/manifest.json")
     first = len(sent)
-    tokenize(r, show_progress=False)  # the local dataset is complete; only the missing files are sent
+    resumed = tokenize(r, show_progress=False)  # the local dataset is complete; only the missing files are sent
     assert sent[-1][-1] == "manifest.json"
+    from rich.console import Console
+
+    from pipeline import tokenize_command
+    printed = io.StringIO()
+    monkeypatch.setattr(tokenize_command, "out", Console(file=printed, width=400))
+    tokenize_command._print_summary("m", resumed)  # it said "nothing to do", then "uploaded 5 file(s)"
+    assert "nothing to tokenize" in printed.getvalue() and "nothing to do" not in printed.getvalue()
+    assert "note: uploaded " in printed.getvalue()
     names = ["/".join(x) for x in sent]
     assert len(names) == len(set(names))  # nothing uploaded twice
     m = read_manifest(tmp_path / "stage")
