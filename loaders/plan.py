@@ -368,6 +368,10 @@ class EpochPlan:
             _ = self.max_pieces
         if c.mode == "grouped":
             self.grouped_order(epoch)
+            # this plan's orders of epochs before the last one go: ranks keep within an epoch of each
+            # other (each step waits for all), and an older epoch, if asked for again, is rebuilt
+            self.cache.prune("grouped", lambda inputs: inputs.get("plan") == self.fingerprint
+                             and isinstance(inputs.get("epoch"), int) and inputs["epoch"] < epoch - 1)
 
     # -- units and batches ------------------------------------------------------------------------
 

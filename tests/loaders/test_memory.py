@@ -68,3 +68,7 @@ def test_grouped_orders_do_not_pile_up_across_epochs(dataset, tmp_path, on_disk)
         held.append(sum(k.startswith("grouped-") for k in loader.plan.cache._memory))
     assert held == [1, 1, 1, 1]
     assert loader.epoch == 4  # guard: four different epochs were ordered
+    if on_disk:  # and on disk, one order file set per epoch was left for good: now this one's and the last
+        markers = [json.loads(p.read_text())["inputs"]["epoch"] for p in tmp_path.glob("grouped-*.json")]
+        assert sorted(markers) == [2, 3]
+        assert len(list(tmp_path.glob("grouped-*.npy"))) == 2 * len(markers)
