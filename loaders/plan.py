@@ -43,6 +43,10 @@ from .shards import TokenShards
 __all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES"]
 
 MODES = ("windows", "packed", "grouped")
+# grouped rows are the documents of 2+ tokens (Source.grouped_docs); they were every document, so a
+# grouped state saved before (no rule in its fingerprint) is refused rather than resumed onto another order
+GROUPED_ROWS_RULE = "documents of 2+ tokens"
+GROUPED_ROWS = 2
 _INT_FIELDS = ("batch_size", "seq_len", "pad_multiple", "max_tokens", "megabatch", "seed", "samples_per_epoch")
 _BOOL_FIELDS = ("doc_aligned", "attention_mask", "shuffle", "drop_last")
 
@@ -251,7 +255,8 @@ class EpochPlan:
         self.source_shuffle = cfg.shuffle and not (cfg.mode == "grouped" and len(sources) == 1)
         self.fingerprint = derive_key(*(int(s.shards.fingerprint[:15], 16) for s in sources),
                                       *self.counts.tolist(), hash_dict(cfg.order_inputs()),
-                                      self.global_batch if cfg.mode == "grouped" and cfg.max_tokens is None else 0)
+                                      self.global_batch if cfg.mode == "grouped" and cfg.max_tokens is None else 0,
+                                      *((GROUPED_ROWS,) if cfg.mode == "grouped" else ()))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_grouped": None}
@@ -259,8 +264,10 @@ class EpochPlan:
     def order_fields(self) -> dict:
         """What `fingerprint` hashes, field by field (JSON-safe), so a refused resume can name what differs."""
         grouped_batch = self.global_batch if self.cfg.mode == "grouped" and self.cfg.max_tokens is None else None
+        rows = GROUPED_ROWS_RULE if self.cfg.mode == "grouped" else None
         return {"datasets": [s.shards.fingerprint[:16] for s in self.sources], "split": self.cfg.split,
-                "weights": self.counts.tolist(), **self.cfg.order_inputs(), "grouped_global_batch": grouped_batch}
+                "weights": self.counts.tolist(), **self.cfg.order_inputs(), "grouped_global_batch": grouped_batch,
+                "grouped_rows": rows}
 
     @functools.cached_property
     def num_positions(self) -> int:
@@ -345,9 +352,8 @@ class EpochPlan:
                 sizes = np.concatenate([sizes[first:first + 1], sizes[:first], sizes[first + 1:]])
                 bounds = np.concatenate([[0], np.cumsum(sizes)])
             return {"order": order, "lengths": lens[order].astype(np.int32), "bounds": bounds}
-        # "rows": documents of < 2 tokens are no longer rows; an order cached before that is stale
-        key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows(),
-               "rows": "docs with a target"}
+        # the plan's fingerprint holds the rows' rule (GROUPED_ROWS): an order cached under the old one is not reused
+        key = {"plan": self.fingerprint, "epoch": epoch, "n": self.num_positions, "megabatch": self.megabatch_rows()}
         got = self.cache.get("grouped", key, build)
         if self._grouped is not None:
             # one order per epoch, 12 B per row each: kept in the cache's memory they added up epoch

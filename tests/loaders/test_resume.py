@@ -137,6 +137,26 @@ def test_state_refusal_names_another_dataset(dataset, dataset_b):
         b.load_state_dict(a.state_dict())
 
 
+def test_a_grouped_state_from_before_the_row_rule_is_refused(dataset):
+    """Grouped rows became the documents of 2+ tokens; a state saved when every document was a row
+    (its fingerprint without the rule, and no `order` fields) resumed silently onto another order."""
+    from loaders.plan import hash_dict
+    from loaders.samplers import derive_key
+
+    loader = MemmapLoader(dataset, batch_size=4, seq_len=T, mode="grouped", cache_dir=False)
+    plan = loader.plan
+    before = derive_key(*(int(s.shards.fingerprint[:15], 16) for s in plan.sources), *plan.counts.tolist(),
+                        hash_dict(plan.cfg.order_inputs()), plan.global_batch)  # the fingerprint as it was
+    old = {k: v for k, v in loader.state_dict().items() if k != "order"}
+    with pytest.raises(PrepError, match="strict=False"):
+        loader.load_state_dict({**old, "fingerprint": before})
+    assert loader.load_state_dict(loader.state_dict()).consumed == 0  # its own state still loads
+    windows = MemmapLoader(dataset, batch_size=4, seq_len=T, cache_dir=False)  # other modes keep theirs
+    wp = windows.plan
+    assert wp.fingerprint == derive_key(*(int(s.shards.fingerprint[:15], 16) for s in wp.sources),
+                                        *wp.counts.tolist(), hash_dict(wp.cfg.order_inputs()), 0)
+
+
 @pytest.mark.parametrize("bad,match", [
     (None, "must be the dict state_dict.. returned, got NoneType"),
     ([1, 2], "must be the dict state_dict.. returned, got list"),
