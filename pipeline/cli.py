@@ -123,10 +123,12 @@ def inspect(
     """Summarize a dataset from its manifest (splits, shards, tokens, tokenizer, skipped records);
     optionally decode the first documents with the tokenizer the recipe names.
 
-    Files the manifest lists are checked for presence and size (a stat each; `prep verify` checks
-    everything): a damaged dataset exits 1 after its summary, naming the damage, and --docs prints nothing."""
+    Files the manifest lists are checked for presence and size (a stat each), split directories for
+    files it does not list, and the shards --docs decodes as `prep verify` checks them (index,
+    sha256, token ids): a damaged dataset exits 1 after its summary, naming the damage, and --docs
+    prints nothing."""
     from pipeline.manifest import read_manifest
-    from pipeline.verify import check_dataset
+    from pipeline.verify import check_for_reading
 
     directory = _local_dataset(directory, "inspect")
     m = read_manifest(directory)
@@ -146,8 +148,10 @@ def inspect(
         out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items()), markup=False)
     if m.failed_units:
         out.print(f"failed units: {len(m.failed_units)} (see manifest.json failed_units)", markup=False)
-    problems = check_dataset(directory, quick=True, manifest=m)  # not read again
-    if problems:  # decoding a cut .bin would print other documents' tokens as if they were these
+    # not read again; the shards --docs decodes are checked in full: decoding a cut .bin, or one
+    # whose index or bytes changed, printed other documents' tokens as if they were these
+    problems = check_for_reading(directory, m, split, docs)
+    if problems:
         shown = "\n  ".join(problems[:5]) + (f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise PrepError(f"{directory} is damaged:\n  {shown}\n`prep verify {directory}` checks it in full; "
                         "restore the files, or rebuild it with `prep tokenize --overwrite`")

@@ -42,7 +42,7 @@ from pipeline.manifest import (
     shard_paths,
 )
 
-__all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset"]
+__all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset", "check_for_reading"]
 
 LEVELS = ("sizes", "index", "full")
 READ_BLOCK = 16 << 20   # bytes of .bin per read: one buffer per thread
@@ -87,6 +87,28 @@ def check_dataset(root: str | os.PathLike, quick: bool = True, *, manifest: Mani
     `manifest`: the one the caller read from `root` already (read_manifest), checked instead of reading it again.
     """
     return verify_dataset(root, level="sizes" if quick else "full", manifest=manifest).problems
+
+
+def check_for_reading(root: str | os.PathLike, manifest: Manifest, split: str, num_docs: int) -> list[str]:
+    """What `prep inspect` checks before it decodes the first `num_docs` documents of `split`: the
+    `sizes` level and stray files for the whole dataset, then every check of `prep verify` (index,
+    sha256, token ids) on the shards those documents are in. Sizes alone let a shard whose offsets
+    were shuffled, or whose bytes changed, print other text (ids past the vocabulary decode to
+    nothing) as if it were the dataset's, exit 0. One shard is read (100 M tokens: ~0.2-0.5 s)."""
+    root = Path(root)
+    report = verify_dataset(root, level="sizes", manifest=manifest)
+    _check_strays(root, manifest, report)
+    if report.problems or num_docs <= 0 or split not in manifest.splits:
+        return report.problems
+    wanted, docs = [], 0
+    for info in manifest.splits[split].shards:
+        if docs >= num_docs:
+            break
+        wanted.append(_Shard(split, info, *shard_paths(root, split, info.name)))
+        docs += info.num_docs
+    for s in wanted:
+        report.problems += _check_shard(s, manifest, "full", lambda nbytes: None)[0]
+    return report.problems
 
 
 def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bool = False, console=None,

@@ -56,12 +56,55 @@ def _cut(path):
     path.write_bytes(path.read_bytes()[:100])
 
 
+def _swap_offsets(idx):
+    """Documents 1 and 2 of a shard swap their byte offsets: sizes stay right, the index does not tile."""
+    import struct
+    raw = bytearray(idx.read_bytes())
+    at = 34 + 4 * struct.unpack_from("<Q", raw, 18)[0] + 8
+    raw[at:at + 16] = raw[at + 8:at + 16] + raw[at:at + 8]
+    idx.write_bytes(bytes(raw))
+
+
+def _shift_length(idx):
+    """One token moves from document 1's length to document 0's: every document prints cut or run on."""
+    import struct
+    raw = bytearray(idx.read_bytes())
+    a, b = struct.unpack_from("<ii", raw, 34)
+    struct.pack_into("<ii", raw, 34, a + 1, b - 1)
+    idx.write_bytes(bytes(raw))
+
+
+def _write_id(out, token, value):
+    """Token `token` of the first shard becomes `value`; with the manifest's sha256 kept or updated."""
+    import hashlib
+    import struct
+    b = out / "train" / "shard-000000.bin"
+    with open(b, "r+b") as f:
+        f.seek(2 * token)
+        f.write(struct.pack("<H", value))
+    return hashlib.sha256(b.read_bytes()).hexdigest()
+
+
+def _oov_resealed(out):
+    """An id past the vocabulary, with a sha256 that matches (a tool that rewrote the manifest)."""
+    sha = _write_id(out, 3, 65000)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["splits"]["train"]["shards"][0]["sha256"] = sha
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize("damage, fragment", [
     (lambda out: _cut(out / "train" / "shard-000000.bin"), "truncated"),
     (lambda out: (out / "train" / "shard-000000.bin").write_bytes(b""), "truncated"),
     (lambda out: (out / "train" / "shard-000000.idx").unlink(), "missing"),
     (lambda out: (out / "manifest.json").write_text("[]"), "not a JSON object"),
     (lambda out: (out / "manifest.json").write_bytes(b"\xff\xfe{"), "not valid JSON"),
+    # sizes right, contents not: these printed wrong documents, exit 0
+    (lambda out: _swap_offsets(out / "train" / "shard-000000.idx"), "byte offset of document 1"),
+    (lambda out: _shift_length(out / "train" / "shard-000000.idx"), "byte offset of document 1"),
+    (lambda out: _write_id(out, 3, 7), "sha256"),
+    (_oov_resealed, "token id 65000 at token 3 (document 0) is not below the vocabulary size"),
+    (lambda out: (out / "train" / "shard-000099.bin").write_bytes(b"\0\0"), "not listed in the manifest"),
 ])
 def test_inspect_of_a_damaged_dataset_names_the_damage_and_prints_no_documents(
         tmp_path, demo_tokenizer, damage, fragment):
