@@ -211,6 +211,8 @@ def _check_sizes(s: _Shard, m: Manifest, report: VerifyReport) -> bool:
             header = read_idx_header(s.idx_path)
         except PrepError as e:
             report.problems.append(str(e))
+        except OSError as e:  # no permission, EIO from a failing disk: a problem line, not a traceback
+            report.problems.append(_unreadable(s.idx_path, e))
         else:
             if header.dtype != m.np_dtype:
                 report.problems.append(f"{s.idx_path}: index dtype is {header.dtype.name}, the manifest says {m.dtype}")
@@ -234,7 +236,12 @@ def _check_strays(root: Path, m: Manifest, report: VerifyReport) -> None:
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         info = m.splits.get(d.name)
         expected = {f"{s.name}.{ext}" for s in info.shards for ext in ("bin", "idx")} if info else set()
-        for f in sorted(d.iterdir()):
+        try:
+            listing = sorted(d.iterdir())
+        except OSError as e:
+            report.problems.append(_unreadable(d, e))
+            continue
+        for f in listing:
             if f.name in expected:
                 continue
             if info is not None:
@@ -258,12 +265,23 @@ def _deep_checks(shards: list[_Shard], m: Manifest, level: str, report: VerifyRe
 
 
 def _check_shard(s: _Shard, m: Manifest, level: str, advance) -> tuple[list[str], int]:
-    problems = _check_index(s, m.np_dtype, advance)
+    try:
+        problems = _check_index(s, m.np_dtype, advance)
+    except OSError as e:
+        problems = [_unreadable(s.idx_path, e)]
     nbytes = s.idx_path.stat().st_size
     if level == "full":
-        problems += _check_bin(s, m, advance)
+        try:
+            problems += _check_bin(s, m, advance)
+        except OSError as e:  # a read error part way through a .bin (EIO) is the damage verify is for
+            problems.append(_unreadable(s.bin_path, e))
         nbytes += s.bin_path.stat().st_size
     return problems, nbytes
+
+
+def _unreadable(path: Path, e: OSError) -> str:
+    return (f"{path}: cannot be read ({e.strerror or e}); give this user read access to it, or restore it "
+            "from a sound copy")
 
 
 def _check_index(s: _Shard, dtype: np.dtype, advance) -> list[str]:

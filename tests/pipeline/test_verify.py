@@ -383,3 +383,73 @@ def test_chunked_id_problem_position_across_blocks(synthetic, bad):
     sha = hashlib.sha256(b.read_bytes()).hexdigest()
     edit_manifest(root, lambda d: d["splits"]["train"]["shards"][0].update(sha256=sha))
     only(problems(root), b, f"token id {bad} at token {token} (document {doc})")
+
+
+# -- files that cannot be read: a problem line each, never a traceback -----------------------------
+def _failing_open(monkeypatch, path, errno_, after_bytes=None):
+    """Opening `path` fails with `errno_` (no permission), or reading it fails after `after_bytes`
+    (EIO from a failing disk). Simulated: the tests run as root, whom chmod 000 does not stop."""
+    import builtins
+    import errno
+    import os
+
+    import pipeline.manifest as manifest_mod
+
+    real_open, real_memmap = builtins.open, np.memmap
+
+    class Failing:
+        def __init__(self, f):
+            self.f, self.left = f, after_bytes
+
+        def readinto(self, b):
+            if self.left <= 0:
+                raise OSError(errno_, os.strerror(errno_))
+            n = self.f.readinto(memoryview(b)[:self.left])
+            self.left -= n
+            return n
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def fake_open(p, *a, **k):
+        if str(p) == str(path):
+            if after_bytes is None:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(p))
+            return Failing(real_open(p, *a, **k))
+        return real_open(p, *a, **k)
+
+    def fake_memmap(p, *a, **k):
+        if str(p) == str(path) and after_bytes is None:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(p))
+        return real_memmap(p, *a, **k)
+    for mod in (verify_mod, manifest_mod):
+        monkeypatch.setattr(mod, "open", fake_open, raising=False)
+    monkeypatch.setattr(np, "memmap", fake_memmap)
+
+
+@pytest.mark.parametrize("ext", ["idx", "bin"])
+def test_unreadable_shard_file_is_a_problem_not_a_traceback(ds, monkeypatch, ext):
+    b, i = shard(ds, k=1)
+    path = i if ext == "idx" else b
+    _failing_open(monkeypatch, path, None)
+    for level in ("full", "index") if ext == "bin" else verify_mod.LEVELS:
+        if ext == "bin" and level == "index":
+            assert problems(ds, level) == []  # --quick reads no .bin
+            continue
+        only(problems(ds, level), path, "cannot be read (Permission denied)", "read access")
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    assert r.output.startswith(f"{path}: cannot be read"), r.output
+
+
+def test_read_error_part_way_through_a_bin_is_a_problem(ds, monkeypatch):
+    import errno
+    b, _ = shard(ds, k=1)
+    _failing_open(monkeypatch, b, errno.EIO, after_bytes=100)
+    only(problems(ds), b, "cannot be read (Input/output error)")
