@@ -135,6 +135,11 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
     report.num_shards = len(shards)
     report.num_docs = sum(s.info.num_docs for s in shards)
     report.num_tokens = sum(s.info.num_tokens for s in shards)
+    links = [p for s in shards for p in (s.bin_path, s.idx_path) if p.is_symlink() and p.is_file()]
+    if links:  # checked through the link like any file; but the bytes live outside the directory
+        report.notes.append(f"{len(links)} shard file(s) are symbolic links (first: {links[0]} -> "
+                            f"{os.readlink(links[0])}), checked through them; a copy of this directory must "
+                            "follow links (cp -rL, rsync -L) to hold the data")
     if manifest.failed_units:
         report.notes.append(f"{len(manifest.failed_units)} input unit(s) failed during `prep tokenize` and are "
                             "not in the dataset (listed under failed_units in the manifest)")
@@ -205,7 +210,14 @@ def _check_sizes(s: _Shard, m: Manifest, report: VerifyReport) -> bool:
     n = len(report.problems)
     missing = [p for p in (s.bin_path, s.idx_path) if not p.is_file()]
     for p in missing:
-        report.problems.append(f"{p}: missing (the manifest lists shard {s.split}/{s.info.name})")
+        listed = f"the manifest lists shard {s.split}/{s.info.name}"
+        if p.is_symlink():  # "missing" sent users looking for a file that `ls` shows
+            report.problems.append(f"{p}: a symbolic link to {os.readlink(p)}, which is missing or not a file "
+                                   f"({listed}); restore its target, or put the file itself here")
+        elif p.exists():
+            report.problems.append(f"{p}: not a regular file ({listed})")
+        else:
+            report.problems.append(f"{p}: missing ({listed})")
     if s.idx_path not in missing:
         try:
             header = read_idx_header(s.idx_path)

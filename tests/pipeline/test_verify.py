@@ -453,3 +453,35 @@ def test_read_error_part_way_through_a_bin_is_a_problem(ds, monkeypatch):
     b, _ = shard(ds, k=1)
     _failing_open(monkeypatch, b, errno.EIO, after_bytes=100)
     only(problems(ds), b, "cannot be read (Input/output error)")
+
+
+# -- symbolic links ---------------------------------------------------------------------------------
+def test_symlinked_shard_is_checked_through_and_noted(ds, tmp_path):
+    """A shard file linked from elsewhere (a subset assembled without copying) is the dataset's data
+    when its target's bytes match: exit 0, with a note that copies must follow links."""
+    b, _ = shard(ds, k=1)
+    target = tmp_path / "elsewhere.bin"
+    b.rename(target)
+    b.symlink_to(target)
+    report = verify_dataset(ds)
+    assert report.ok and len(report.notes) == 1 and f"{b} -> {target}" in report.notes[0], report.notes
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 0 and "note: 1 shard file(s) are symbolic links" in r.output, r.output
+    target.write_bytes(target.read_bytes()[:-2])  # the target changed: found as the file's damage
+    only(problems(ds), b, "truncated")
+
+
+def test_dangling_symlink_says_so(ds, tmp_path):
+    b, _ = shard(ds, k=1)
+    b.unlink()
+    b.symlink_to(tmp_path / "gone.bin")
+    for level in verify_mod.LEVELS:
+        only(problems(ds, level), b, f"a symbolic link to {tmp_path / 'gone.bin'}, which is missing",
+             "restore its target")
+
+
+def test_shard_path_that_is_a_directory(ds):
+    b, _ = shard(ds, k=1)
+    b.unlink()
+    b.mkdir()
+    only(problems(ds), b, "not a regular file")
