@@ -200,6 +200,8 @@ class Manifest:
         def count(v, what: str) -> int:  # int(123.5) and int("7") would pass a hand-edited manifest
             if isinstance(v, bool) or not isinstance(v, int):
                 raise PrepError(f"{where}: {what} is {v!r}, not a whole number")
+            if v >= 1 << 63:  # readers hold counts in int64: numpy raised OverflowError in the loader
+                raise PrepError(f"{where}: {what} is {v}, more than any dataset holds (int64)")
             return v
 
         try:

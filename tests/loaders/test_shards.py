@@ -139,3 +139,56 @@ def test_bad_config_values(fresh):
             MemmapLoader(fresh, **args)
     with pytest.raises(PrepError, match="rank 2 is outside world_size 2"):
         MemmapLoader(fresh, batch_size=1, seq_len=4, rank=2, world_size=2)
+
+
+def test_count_past_int64_is_a_prep_error(fresh):
+    """numpy's OverflowError escaped MemmapLoader for a hand-edited manifest."""
+    m = json.loads((fresh / "manifest.json").read_text())
+    m["splits"]["train"]["shards"][0]["num_tokens"] = 10**30
+    (fresh / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PrepError, match="num_tokens is 10+, more than any dataset holds"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4)
+
+
+def _idx_edit(path, fn):
+    import struct
+    raw = bytearray(path.read_bytes())
+    n = struct.unpack_from("<Q", raw, 18)[0]
+    fn(raw, n)
+    path.write_bytes(bytes(raw))
+
+
+def _swap_offsets(raw, n):
+    at = 34 + 4 * n
+    raw[at:at + 16] = raw[at + 8:at + 16] + raw[at:at + 8]
+
+
+def _shift_length(raw, n):
+    import struct
+    a, b = struct.unpack_from("<ii", raw, 34)
+    struct.pack_into("<ii", raw, 34, a + 1, b - 1)
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda raw, n: raw.__setitem__(slice(0, 4), b"XXXX"), "not a Megatron MMIDIDX index"),
+    (lambda raw, n: raw.__setitem__(17, 5), "unsupported dtype code 5"),
+    (_swap_offsets, "lengths/offsets do not tile"),
+    (_shift_length, "lengths/offsets do not tile"),
+])
+@pytest.mark.parametrize("mode", ["windows", "packed", "grouped"])
+def test_damaged_index_is_a_prep_error_before_any_batch(fresh, damage, match, mode):
+    """verify=False: a damaged .idx stops the loader with the file named, at construction or at the
+    first batch, in every mode that reads document bounds; windows (not doc-aligned) reads no bounds,
+    and its tokens stay right."""
+    victim = shard_files(fresh, "idx")[0]
+    ref = [b["input_ids"].clone() for b in MemmapLoader(fresh, batch_size=2, seq_len=4, mode="windows", seed=0,
+                                                        cache_dir=False)]
+    _idx_edit(victim, damage)
+    try:
+        loader = MemmapLoader(fresh, batch_size=2, seq_len=4, mode=mode, seed=0, cache_dir=False)
+        batches = [b["input_ids"].clone() for b in loader]
+    except PrepError as e:
+        assert str(e).startswith(str(victim)) and match in str(e), e
+        return
+    assert mode == "windows" and "tile" in match, mode  # only windows gets here, only for bounds damage
+    assert len(batches) == len(ref) and all((a == b).all() for a, b in zip(batches, ref))

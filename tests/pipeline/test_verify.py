@@ -158,6 +158,11 @@ def test_counts_that_are_not_whole_numbers_are_refused(ds, value):
     only(problems(ds, "sizes"), ds / "manifest.json", "num_docs", "not a whole number")
 
 
+def test_counts_past_int64_are_refused(ds):
+    edit_manifest(ds, lambda d: d["splits"]["train"]["shards"][0].update(num_tokens=10**30))
+    only(problems(ds, "sizes"), ds / "manifest.json", "num_tokens is 1000000000000000000000000000000", "int64")
+
+
 def test_split_totals_disagree_with_shards(ds):
     edit_manifest(ds, lambda d: d["splits"]["train"].update(num_docs=d["splits"]["train"]["num_docs"] + 1))
     only(problems(ds, "sizes"), ds / "manifest.json", "split 'train' says")
