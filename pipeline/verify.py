@@ -73,8 +73,12 @@ class VerifyReport:
         if self.ok:
             return (f"ok: {self.root}: {self.num_shards} shards, {self.num_docs:,} documents, "
                     f"{self.num_tokens:,} tokens; {checked} all match the manifest")
-        if not self.manifest_read:
-            return f"{self.root}: not a complete prep dataset"
+        if not self.manifest_read:  # the problem line says what is wrong; this line, what to do
+            if not (self.root / MANIFEST_NAME).exists():
+                return (f"{self.root}: not a complete prep dataset: point `prep verify` at the directory holding "
+                        "its manifest.json, or make the dataset with `prep tokenize`")
+            return (f"{self.root}: not a complete prep dataset: its manifest.json cannot be used, so nothing else "
+                    "was checked; restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`")
         return (f"{self.root}: {len(self.problems)} problem(s) ({checked} checked); the dataset is damaged: "
                 "restore the files named above, or rebuild it with `prep tokenize --overwrite`")
 

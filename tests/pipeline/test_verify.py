@@ -123,12 +123,16 @@ def test_missing_manifest(ds):
     (ds / ".prep").mkdir(exist_ok=True)
     (ds / ".prep" / "journal.jsonl").write_text("")
     only(problems(ds), ds / "manifest.json", "unfinished `prep tokenize` run", "re-run")
-    assert verify_dataset(ds).summary().endswith("not a complete prep dataset")
+    assert "not a complete prep dataset: point `prep verify` at the directory holding" in verify_dataset(ds).summary()
 
 
 def test_manifest_not_json(ds):
     (ds / "manifest.json").write_text('{"format_version": 1, "dty')
     only(problems(ds), ds / "manifest.json", "not valid JSON")
+    # the fix is named: the summary once ended at "not a complete prep dataset"
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 1 and r.output.splitlines()[-1].endswith(
+        "restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`"), r.output
 
 
 def test_manifest_other_format_version(ds):
