@@ -177,6 +177,13 @@ def test_dtype_too_narrow_for_vocab(ds):
     only(problems(ds, "sizes"), ds / "manifest.json", "cannot hold ids of a 70000-token vocabulary")
 
 
+@pytest.mark.parametrize("vocab", [0, -1])
+def test_vocab_size_not_positive_is_one_problem(ds, vocab):
+    """Not also one 'token id ... not below the vocabulary size -1' line per shard."""
+    edit_manifest(ds, lambda d: d.update(vocab_size=vocab))
+    only(problems(ds), ds / "manifest.json", f"vocab_size {vocab} is not positive")
+
+
 def test_shard_list_out_of_order(ds):
     edit_manifest(ds, lambda d: d["splits"]["train"]["shards"].reverse())
     only(problems(ds, "sizes"), ds / "manifest.json", "out of name order")
