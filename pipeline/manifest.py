@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ __all__ = [
     "FORMAT_VERSION", "IDX_MAGIC", "IDX_HEADER_BYTES", "DTYPE_CODES", "MANIFEST_NAME",
     "dtype_for_vocab", "idx_bytes", "write_idx", "IdxHeader", "read_idx_header", "read_idx",
     "ShardInfo", "SplitInfo", "Manifest", "read_manifest", "write_manifest", "write_json_atomic",
-    "shard_paths",
+    "shard_paths", "is_plain_name",
 ]
 
 FORMAT_VERSION = 1
@@ -60,7 +61,18 @@ def idx_bytes(num_seqs: int) -> int:
     return IDX_HEADER_BYTES + num_seqs * (4 + 8) + (num_seqs + 1) * 8
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def is_plain_name(name: str) -> bool:
+    """A split or shard name the manifest may hold: one visible file name, no path (`../val/x`)."""
+    return bool(_PLAIN_NAME.fullmatch(name)) and not name.startswith(".")
+
+
 def shard_paths(root: str | os.PathLike, split: str, name: str) -> tuple[Path, Path]:
+    if not (is_plain_name(split) and is_plain_name(name)):  # pathlib's "Invalid name" ValueError reached the loader
+        raise PrepError(f"{Path(root) / MANIFEST_NAME}: shard {split!r}/{name!r} is not a plain file name; the "
+                        "manifest is damaged: restore it, or rebuild the dataset with `prep tokenize --overwrite`")
     base = Path(root) / split / name
     return base.with_name(name + ".bin"), base.with_name(name + ".idx")
 

@@ -37,6 +37,7 @@ from pipeline.manifest import (
     Manifest,
     ShardInfo,
     idx_bytes,
+    is_plain_name,
     read_idx_header,
     read_manifest,
     shard_paths,
@@ -48,7 +49,6 @@ LEVELS = ("sizes", "index", "full")
 READ_BLOCK = 16 << 20   # bytes of .bin per read: one buffer per thread
 INDEX_CHUNK = 1 << 22   # index entries per vectorized step (~100 MiB of int64 temporaries at most)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 @dataclass
@@ -183,7 +183,7 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
         report.problems.append(f"{where}: dtype {m.dtype} cannot hold ids of a {m.vocab_size}-token vocabulary")
     shards: list[_Shard] = []
     for split, info in m.splits.items():
-        if not _NAME.fullmatch(split) or split.startswith("."):
+        if not is_plain_name(split):
             report.problems.append(f"{where}: split name {split!r} is not a plain directory name")
             continue
         docs = sum(s.num_docs for s in info.shards)
@@ -196,7 +196,7 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
             report.problems.append(f"{where}: split {split!r} lists its shards out of name order or twice "
                                    "(name order is the dataset order)")
         for s in info.shards:
-            if not _NAME.fullmatch(s.name) or s.name.startswith("."):
+            if not is_plain_name(s.name):
                 report.problems.append(f"{where}: shard name {s.name!r} in split {split!r} is not a plain file name")
                 continue
             if s.num_docs < 0 or s.num_tokens < 0:

@@ -150,6 +150,17 @@ def test_count_past_int64_is_a_prep_error(fresh):
         MemmapLoader(fresh, batch_size=1, seq_len=4)
 
 
+@pytest.mark.parametrize("name", ["../val/shard-000000", "sub/shard-000000", ".hidden"])
+def test_a_shard_name_that_is_a_path_is_a_prep_error(fresh, name):
+    """A hand-edited manifest's `../val/shard-000000` raised pathlib's "Invalid name" ValueError from
+    TokenShards (prep verify reported it; the loader did not)."""
+    m = json.loads((fresh / "manifest.json").read_text())
+    m["splits"]["train"]["shards"][0]["name"] = name
+    (fresh / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PrepError, match="is not a plain file name; the manifest is damaged"):
+        MemmapLoader(fresh, batch_size=1, seq_len=4)
+
+
 def _idx_edit(path, fn):
     import struct
     raw = bytearray(path.read_bytes())
