@@ -87,6 +87,10 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
             acc += size
         if first < len(sizes):
             units.append(WorkUnit(0, source_index, fi, path, "parquet", first, len(sizes), acc))
+        elif not sizes:  # no row group (a ParquetWriter closed before any write): a unit that reads none,
+            # as an empty JSONL file is; planned without one, such a file alone stopped the run with
+            # "source.path: matched no input", of a path that matched it
+            units.append(WorkUnit(0, source_index, fi, path, "parquet", 0, 0, 0))
     if len(units) >= SPLIT_BELOW_UNITS or not big:
         return units
     # too few units to share: each big row group (a unit of its own) in parts

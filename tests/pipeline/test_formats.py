@@ -385,6 +385,16 @@ def test_one_big_parquet_row_group_in_parts_gives_the_shards_of_many_row_groups(
     assert shard_bytes(outs["one"]) == shard_bytes(outs["many"])
 
 
+
+def test_a_parquet_file_of_no_row_group_is_an_empty_input_not_no_input(tmp_path):
+    """`source.path: matched no input` was the error for a path that matched a Parquet file of no row
+    groups (a ParquetWriter closed before any write): it is an input of no documents, as an empty JSONL is."""
+    path = tmp_path / "data" / "a.parquet"
+    path.parent.mkdir()
+    pq.ParquetWriter(path, pa.schema([("text", pa.string())])).close()
+    out = run(tmp_path, {"path": str(path)}, "empty")
+    assert read_manifest(out).splits["train"].num_docs == 0
+
 def test_records_field_reads_files_that_are_one_json_object(tmp_path):
     """`source.records_field`: files like `{"version": 1, "data": [...]}`, small ones grouped in units,
     give the dataset of the same records as JSON Lines; a damaged one is a failed unit under skip."""

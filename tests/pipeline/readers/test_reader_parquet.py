@@ -117,6 +117,21 @@ def test_missing_column_is_a_file_error(tmp_path):
         read_all(SourceConfig(path=str(path)), [str(path)])
 
 
+
+def test_a_file_of_no_row_group_is_a_unit_of_no_documents(tmp_path):
+    """A ParquetWriter closed before any write leaves a file of no row groups: it was planned as no
+    unit, so a source of such files alone stopped with "source.path: matched no input"."""
+    empty = tmp_path / "a.parquet"
+    pq.ParquetWriter(empty, pa.schema([("text", pa.string())])).close()
+    full = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": ["x", "y"]}), full)
+    source = SourceConfig(path=str(tmp_path))
+    assert pq.ParquetFile(empty).metadata.num_row_groups == 0
+    units, texts, _, bad = read_all(source, [str(empty)])
+    assert len(units) == 1 and texts == [] and bad == []
+    units, texts, positions, bad = read_all(source, [str(empty), str(full)])
+    assert [u.file_index for u in units] == [0, 1] and texts == ["x", "y"] and positions == [0, 1] and bad == []
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 400), st.integers(0, 300)), min_size=1, max_size=4),
        st.integers(2_000, 60_000), st.integers(1, 64), st.booleans(), st.integers(0, 40))
