@@ -64,12 +64,24 @@ def expand_files(source: SourceConfig, seen: tuple[dict[str, int], dict] | None 
         # a file named with glob characters ("data[1].jsonl") is that file: as a pattern it matched
         # nothing, or another file ("data1.jsonl"), read silently in its place
         exact = any(c in literal for c in "*?[") and os.path.isfile(literal)
+        # a file reached through a linked directory is read once, under its first name: glob's `**` enters
+        # linked directories, so `d/**/*.jsonl` with a link d/sub/up -> .. matched each file 41 times
+        # (d/sub/up/sub/up/..., to the kernel's 40-link limit), each document 41 times in the dataset.
+        # As in a directory source, a linked file is its own name (read as well as its target).
+        real_dirs: dict[str, str] = {}  # a match's directory -> its real path (one realpath per directory)
+        seen_names: dict[tuple[str, str], str] = {}
         for m in [literal] if exact else sorted(glob.glob(literal, recursive=True)):
             try:
                 st = os.stat(m)
             except OSError:  # vanished since the listing, or a broken link: not a file
                 continue
             if stat.S_ISREG(st.st_mode):
+                head, name = os.path.split(m)
+                if (real := real_dirs.get(head)) is None:
+                    real = real_dirs[head] = os.path.realpath(head or ".")
+                if (first := seen_names.setdefault((real, name), m)) is not m:
+                    _warn_aliases(p, m, first)
+                    continue
                 matches.append(m)
                 if sizes is not None:
                     sizes[m], stamps[m] = st.st_size, st.st_mtime_ns
@@ -83,6 +95,16 @@ def expand_files(source: SourceConfig, seen: tuple[dict[str, int], dict] | None 
 
 # the repeats already warned of in this process: a run lists its sources' files more than once
 _REPEATS_WARNED: set[tuple[str, ...]] = set()
+_ALIASES_WARNED: set[str] = set()
+
+
+def _warn_aliases(pattern: str, name: str, first: str) -> None:
+    """Once per pattern and process: `name`, matched by `pattern` through a linked directory, is the
+    file `first`, already read under that name."""
+    if pattern not in _ALIASES_WARNED:
+        _ALIASES_WARNED.add(pattern)
+        log.warning("source.path %s: %s is %s (through a linked directory); each file is read once, under the "
+                    "first name the glob gives it", pattern, name, first)
 
 
 def _each_once(files: list[str], path) -> list[str]:

@@ -166,6 +166,27 @@ def test_a_directory_is_its_files_of_one_format(tmp_path):
     assert Recipe.from_dict({**BASE, "source": {"path": str(saved)}}).sources[0].resolved_format() == "hf"
 
 
+
+def test_a_recursive_glob_reads_a_file_reached_through_linked_directories_once(tmp_path, caplog):
+    """glob's `**` enters linked directories: with a link d/sub/up -> d, `d/**/*.jsonl` matched each file
+    41 times (d/sub/up/sub/up/..., to the kernel's 40-link limit), its documents 41 times in the dataset.
+    A linked directory of other files is read, and a linked file is its own name, as in a directory source."""
+    d = tmp_path / "d"
+    (d / "sub").mkdir(parents=True)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for f in (d / "a.jsonl", d / "sub" / "b.jsonl", other / "c.jsonl"):
+        f.write_text("{}\n")
+    (d / "sub" / "up").symlink_to(d)
+    (d / "more").symlink_to(other)
+    (d / "link.jsonl").symlink_to(d / "a.jsonl")
+    src = Recipe.from_dict({**BASE, "source": {"path": str(d / "**" / "*.jsonl")}}).sources[0]
+    with caplog.at_level("WARNING", logger="prep"):
+        files = src.expand_files()
+    assert files == [str(d / n) for n in ("a.jsonl", "link.jsonl", "more/c.jsonl", "sub/b.jsonl")]
+    assert any(f"{d / 'sub/up/a.jsonl'} is {d / 'a.jsonl'} (through a linked directory)" in r.message
+               for r in caplog.records)
+
 def test_a_directory_named_with_glob_characters_is_that_directory(tmp_path):
     """As a file named data[1].jsonl is that file: `run[1]` as a glob matches `run1` (or nothing)."""
     d = tmp_path / "run[1]"
