@@ -3,7 +3,7 @@
 The CLI prints `PrepError` as a single line and exits 1; anything else is a bug and keeps its traceback.
 """
 
-__all__ = ["PrepError", "SchemaError", "not_a_column", "closest", "RESUME_FIX", "FINISHED_FIX"]
+__all__ = ["PrepError", "SchemaError", "not_a_column", "refuse_repeated_columns", "closest", "RESUME_FIX", "FINISHED_FIX"]
 
 import difflib
 
@@ -34,6 +34,21 @@ def not_a_column(path: str, name: str, columns: list[str], holder: str, template
     what = "text_template field" if template else "text_field"
     return SchemaError(f"{path}: {what} {name!r} is not a column; {holder} has {shown_columns(columns)}; "
                        f"set source.{key}")
+
+
+def refuse_repeated_columns(path: str, columns: list[str], names: list[str], holder: str, template: bool) -> None:
+    """SchemaError when a column the text is read from (`columns`, of the file's `names`) is named more
+    than once: a CSV header `text,id,text`, a Parquet schema of two `text` fields. The CSV reader took
+    the first such column for text_field and the last for text_template ("{text}"), each silently; a
+    Parquet read failed as "row group 0 does not decode ... replace the file"."""
+    for column in columns:
+        at = [i for i, n in enumerate(names) if n == column]
+        if len(at) > 1:
+            fix = ("use only columns named once in source.text_template" if template
+                   else "set source.text_field to a column named once")
+            raise SchemaError(f"{path}: {holder} has {len(at)} columns named {column!r} (columns "
+                              f"{', '.join(str(i + 1) for i in at)}, counting from 1), so which holds the text is "
+                              f"unclear; rename them apart in the file, or {fix}")
 
 
 def shown_columns(columns: list[str]) -> str:

@@ -49,7 +49,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.errors import PrepError, SchemaError, not_a_column
+from pipeline.errors import PrepError, SchemaError, not_a_column, refuse_repeated_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor, get_value
 from pipeline.readers.base import (
     BOM,
@@ -1000,4 +1000,6 @@ def _columns(unit: WorkUnit, source: SourceConfig, header: list[str], extract: T
                                     f"file without a header row: source.columns: [{names}] (then text_field: one of "
                                     "them)")
             raise error from None
+    refuse_repeated_columns(unit.path, extract.columns_in(header)[0], header, "the header",
+                            source.text_template is not None)
     return header.index(extract.field) if source.text_template is None else -1

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from pipeline.errors import RESUME_FIX, PrepError, not_a_column
+from pipeline.errors import RESUME_FIX, PrepError, not_a_column, refuse_repeated_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers.base import (
     READ_ROWS,
@@ -183,9 +183,10 @@ def _window_batches(unit: WorkUnit, rows: int):
 def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
     """SchemaError unless the file has the column(s) the text is made of (a dotted name may be a
     column's, as flattening names them, or a path into a column holding structs: checked per record)."""
-    missing = TextExtractor(source.text_field, source.text_template).columns_in(names)[1]
+    columns, missing = TextExtractor(source.text_field, source.text_template).columns_in(names)
     if missing:
         raise not_a_column(path, missing[0], names, "the file", source.text_template is not None)
+    refuse_repeated_columns(path, columns, names, "the file", source.text_template is not None)
 
 
 def _texts_of(column, errors: str) -> list:

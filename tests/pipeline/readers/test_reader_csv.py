@@ -289,6 +289,22 @@ def test_template_and_missing_column(tmp_path):
         read_all(path, SourceConfig(path=str(path)), 1 << 20)
 
 
+
+def test_a_text_column_named_twice_in_the_header_stops_the_run(tmp_path):
+    """`text,id,text`: the text was the first `text` column for text_field and the last for a template
+    "{text}" (records became dicts, the last key kept), each read silently. A repeated other column is
+    no matter."""
+    path = tmp_path / "c.csv"
+    path.write_bytes(write_csv([("text", "id", "text"), ("first", "1", "last")]))
+    for source in (SourceConfig(path=str(path)), SourceConfig(path=str(path), text_template="{text}!")):
+        with pytest.raises(PrepError, match=r"c\.csv: the header has 2 columns named 'text' \(columns 1, 3, counting "
+                                            r"from 1\), so which holds the text is unclear; rename them apart"):
+            read_all(path, source, 1 << 20)
+    other = tmp_path / "d.csv"
+    other.write_bytes(write_csv([("a", "a", "text"), ("x", "y", "body")]))
+    assert read_all(other, SourceConfig(path=str(other)), 1 << 20)[1] == ["body"]
+    assert read_all(other, SourceConfig(path=str(other), text_template="{text}."), 1 << 20)[1] == ["body."]
+
 def test_error_policy_names_file_and_row(tmp_path):
     path = tmp_path / "c.csv"
     path.write_bytes(b"id,text\n1,ok\n2,x,y\n")

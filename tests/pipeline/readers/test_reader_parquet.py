@@ -118,6 +118,17 @@ def test_missing_column_is_a_file_error(tmp_path):
 
 
 
+
+def test_a_text_column_named_twice_is_a_file_error_not_a_damaged_row_group(tmp_path):
+    """Two fields `text`: the read failed as "row group 0 (rows from 0) does not decode (KeyError: ...);
+    replace the file", and a template "{text}" read the last of them silently."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["first"]), pa.array(["last"])], names=["text", "text"]), path)
+    for source in (SourceConfig(path=str(path)), SourceConfig(path=str(path), text_template="{text}")):
+        with pytest.raises(PrepError, match=r"a\.parquet: the file has 2 columns named 'text' \(columns 1, 2, "
+                                            r"counting from 1\), so which holds the text is unclear"):
+            read_all(source, [str(path)])
+
 def test_a_file_of_no_row_group_is_a_unit_of_no_documents(tmp_path):
     """A ParquetWriter closed before any write leaves a file of no row groups: it was planned as no
     unit, so a source of such files alone stopped with "source.path: matched no input"."""
