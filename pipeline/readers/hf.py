@@ -85,13 +85,23 @@ def _saved_arrow(source: SourceConfig):
         if not in_dict:
             _refuse_split_of_a_dataset(source, state.get("_split"))
         files = tuple(os.path.abspath(root / f["filename"]) for f in state["_data_files"])
-        if not files or state.get("_indices_data_files"):
-            return None
+        if state.get("_indices_data_files") or not files and any(root.glob("*.arrow")):
+            return None  # Arrow files that state.json does not list: load_from_disk says what it makes of them
+        if not files:  # a Dataset of no rows is saved with no Arrow file, and load_from_disk fails on it
+            return (), _no_rows(root)  # (IndexError in concat_tables, datasets 2.x-3.x): its columns alone
         return files, _open_arrow(files)
     except PrepError:
         raise
     except Exception:  # unreadable or unexpected: load_from_disk reports what is wrong
         return None
+
+
+def _no_rows(root: Path):
+    """A table of no rows with the columns dataset_info.json names (their types do not matter: no row is
+    read), for a saved Dataset of no rows; KeyError without features (load_from_disk then says why)."""
+    import pyarrow as pa
+    features = json.loads((root / "dataset_info.json").read_text(encoding="utf-8"))["features"]
+    return pa.table({name: pa.array([], pa.null()) for name in features})
 
 
 def _refuse_split_of_a_dataset(source: SourceConfig, recorded: str | None) -> None:
@@ -204,9 +214,10 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
 
 def _row_ranges(source_index: int, path: str, rows: int, nbytes: int, unit_bytes: int,
                 files: tuple[str, ...]) -> list[WorkUnit]:
-    """Row ranges of about `unit_bytes` of Arrow data each."""
+    """Row ranges of about `unit_bytes` of Arrow data each; a dataset of no rows is one unit of none, as
+    an empty JSONL file is (planned as no unit, it stopped the run with "source.path: matched no input")."""
     if rows == 0:
-        return []
+        return [WorkUnit(0, source_index, 0, path, "hf", 0, 0, 0, files)]
     total = nbytes or rows
     per_unit = max(1, unit_bytes * rows // total)
     return [WorkUnit(0, source_index, 0, path, "hf", a, min(a + per_unit, rows),
@@ -274,6 +285,9 @@ def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
 
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
+    if not unit.payload and unit.start == unit.end:  # a dataset of no rows (_row_ranges): nothing to load
+        yield Batcher(source, bad, batch_docs).take(0)
+        return
     ds = _load_unit(unit, source)
     streamed = not unit.paths and _streamed(ds)  # unit.paths: a pyarrow Table of the dataset's Arrow files
     extract = TextExtractor(source.text_field, source.text_template)

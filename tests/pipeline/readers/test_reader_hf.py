@@ -68,6 +68,27 @@ def test_a_split_of_a_saved_single_dataset_is_refused_unless_it_is_the_one_saved
         read_all(SourceConfig(path=path, format="hf", split="train"))
 
 
+
+def test_a_saved_dataset_of_no_rows_is_an_input_of_no_documents(tmp_path):
+    """A Dataset of no rows saved with no Arrow file (from_dict of empty lists, a DatasetDict's empty
+    split) failed as "cannot load the Hugging Face dataset ... IndexError: list index out of range; for a
+    hub id the hub must be reachable" (load_from_disk's own failure); one whose Arrow file has no rows
+    (a filter that kept none) was planned as no unit, "source.path: matched no input". Each is one unit
+    of no documents, as an empty JSONL file is; its columns are still checked."""
+    features = datasets.Features({"text": datasets.Value("string")})
+    datasets.Dataset.from_dict({"text": []}, features=features).save_to_disk(str(tmp_path / "empty"))
+    datasets.Dataset.from_dict({"text": ["a"]}).filter(lambda r: False).save_to_disk(str(tmp_path / "filtered"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a"]}),
+                          "test": datasets.Dataset.from_dict({"text": []}, features=features)}
+                         ).save_to_disk(str(tmp_path / "dict"))
+    for source in (SourceConfig(path=str(tmp_path / "empty"), format="hf"),
+                   SourceConfig(path=str(tmp_path / "filtered"), format="hf"),
+                   SourceConfig(path=str(tmp_path / "dict"), format="hf", split="test")):
+        units, texts, _, bad = read_all(source)
+        assert len(units) == 1 and texts == [] and bad == []
+    with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*empty; it has 'text'"):
+        read_all(SourceConfig(path=str(tmp_path / "empty"), format="hf", text_field="body"))
+
 def test_null_values_and_template(tmp_path):
     ds = datasets.Dataset.from_dict({"title": ["A", "B", None], "text": ["x", None, "z"]})
     ds.save_to_disk(str(tmp_path / "s"))
