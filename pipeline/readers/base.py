@@ -36,7 +36,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "planned_decompressed_size", "planned_head", "planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -617,8 +617,22 @@ def decode_failures() -> tuple[type, ...]:
 
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
     """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress).
-    Close both (`with raw, stream:`): a GzipFile or the zstd reader leaves the file it reads open."""
-    return decompressor(path, open_raw(path, storage_options))
+    Close both (`with raw, stream:`): a GzipFile or the zstd reader leaves the file it reads open.
+    A file that cannot be opened is a PrepError naming it (`unreadable`)."""
+    try:
+        raw = open_raw(path, storage_options)
+    except OSError as e:
+        raise unreadable(path, e) from None
+    return decompressor(path, raw)
+
+
+def unreadable(path: str, e: OSError) -> PrepError:
+    """An input that does not open, as one line naming it and the fix. A worker's open is the first
+    since planning listed the file: one deleted or moved during the run was a FileNotFoundError
+    traceback (one line only for a text file read whole), and not the unit's own failure under skip."""
+    if isinstance(e, FileNotFoundError) and not is_url(path):  # listed by expand_files: it was there
+        return PrepError(f"{path}: file disappeared during the run; put it back and {RESUME_FIX}")
+    return PrepError(f"{path}: cannot open it ({type(e).__name__}: {e}); make it readable and {RESUME_FIX}")
 
 
 def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
@@ -655,8 +669,8 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", stora
         yield
     except PrepError:
         raise
-    except FileNotFoundError:
-        raise PrepError(f"{path}: file disappeared during the run") from None
+    except FileNotFoundError as e:
+        raise unreadable(path, e) from None
     except decode_failures() as e:  # the tuple is only built when an exception reaches this clause
         from pipeline.readers.sniff import misnamed_compression
         if (why := misnamed_compression(path, lambda: open_raw(path, storage_options))) is not None:

@@ -29,6 +29,7 @@ from pipeline.readers.base import (
     file_size,
     open_raw,
     serves_ranges,
+    unreadable,
 )
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import is_url
@@ -46,7 +47,10 @@ def _open(path: str, storage_options: dict, streamed: bool = False):
         raise PrepError(f"{path}: its server answers range requests with the whole file, and Parquet is read "
                         "from its end (the footer) by ranges; download the file and give its local path, or serve "
                         "it with range requests")
-    f = open_raw(path, storage_options)
+    try:
+        f = open_raw(path, storage_options)
+    except OSError as e:
+        raise unreadable(path, e) from None
     try:
         if streamed and not is_url(path):
             return pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20), f

@@ -21,7 +21,6 @@ import os
 from collections.abc import Iterator
 from itertools import repeat
 
-from pipeline.errors import PrepError
 from pipeline.filters import Batcher
 from pipeline.readers.base import (
     BOM,
@@ -39,6 +38,7 @@ from pipeline.readers.base import (
     open_input,
     open_unit,
     ranged_input_bytes,
+    unreadable,
     without_bom,
 )
 from pipeline.readers.jsonl import iter_line_groups, plan_byte_ranges, seek_line_start
@@ -237,10 +237,8 @@ def _read_local(path: str, limit: int | None) -> tuple[bytes, int]:
     directory of small files is open()-bound: 100,000 took 2.1 s of a worker's time to read)."""
     try:
         fd = os.open(local_path(path), os.O_RDONLY)
-    except FileNotFoundError:
-        raise PrepError(f"{path}: file disappeared during the run") from None
     except OSError as e:
-        raise PrepError(f"{path}: cannot read ({e})") from None
+        raise unreadable(path, e) from None
     try:
         data = _read_capped(lambda n: os.read(fd, n), limit, first=1 << 16)
         return data, os.fstat(fd).st_size if limit is not None and len(data) > limit else len(data)

@@ -639,6 +639,45 @@ def test_truncated_zst_names_file_and_offset_and_resumes_after_replacement(tmp_p
     assert read_manifest(out).splits == read_manifest(clean).splits
 
 
+
+@pytest.mark.parametrize("name", ["b.jsonl", "b.csv", "b.txt", "b.parquet", "b.jsonl.gz"])
+def test_a_file_deleted_after_planning_fails_its_unit_with_one_line(tmp_path, name):
+    """A worker's open is the first since planning listed the file: one deleted or moved during the run
+    was a FileNotFoundError traceback, under skip too (a text file read whole said it in one line)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    rows = [f"doc {i}" for i in range(50)]
+    lines = "".join(json.dumps({"text": t}) + "\n" for t in rows).encode()
+    data = {".jsonl": lines, ".csv": ("text\n" + "\n".join(rows) + "\n").encode(), ".txt": "\n".join(rows).encode(),
+            ".gz": gzip.compress(lines)}
+    for stem in ("a", "b"):
+        path = d / name.replace("b", stem, 1)
+        if name.endswith(".parquet"):
+            pq.write_table(pa.table({"text": rows}), path)
+        else:
+            path.write_bytes(data[path.suffix])
+    fmt = {"b.txt": "text", "b.csv": "csv", "b.parquet": "parquet"}.get(name, "jsonl")
+    gone = d / name
+
+    def delete(files):
+        gone.rename(tmp_path / name)
+
+    for policy in ("skip", "error"):
+        recipe = Recipe.from_dict({"name": "t", "source": {"path": str(d / "*"), "format": fmt, "doc_separator": "\n"}
+                                   if fmt == "text" else {"path": str(d / "*"), "format": fmt},
+                                   "tokenizer": {"path": str(DEMO_TOKENIZER)}, "on_bad_record": policy,
+                                   "output": {"dir": str(tmp_path / policy), "val_fraction": 0.0}, "num_workers": 1})
+        expected = rf"{re.escape(str(gone))}: file disappeared during the run; put it back and re-run"
+        if policy == "skip":
+            tokenize(recipe, show_progress=False, check_inputs=delete)
+            m = read_manifest(tmp_path / policy)
+            assert m.splits["train"].num_docs == len(rows)
+            assert m.failed_units and all(re.match(expected, f["error"]) for f in m.failed_units)
+        else:
+            with pytest.raises(PrepError, match=expected):
+                tokenize(recipe, show_progress=False, check_inputs=delete)
+        (tmp_path / name).rename(gone)
+
 def test_under_skip_a_damaged_file_fails_only_its_unit(tmp_path):
     d = tmp_path / "d"
     d.mkdir()
