@@ -487,6 +487,10 @@ def _loads(line, replace: bool) -> tuple[object, str, str]:
     if bytes(line[:3]) == BOM:  # a Windows tool's file after another (`cat a.jsonl b.jsonl > all.jsonl`):
         return _loads(line[3:], replace)  # its BOM opens a line in the middle; the record after it is whole
     if "utf-8" not in error.lower():
+        if b"\r" in bytes(line).rstrip():  # records ended by a lone CR (classic Mac, some exports) are one
+            # line to JSON Lines, so a whole file was one reject "unexpected content after document"
+            return None, "malformed_json", (error[:80] + "; the line holds a lone carriage return (\\r) between "
+                                            "values: convert the file's line endings (tr '\\r' '\\n')")
         return None, "malformed_json", error[:120]
     if not replace:
         return None, "invalid_utf8", error[:120]

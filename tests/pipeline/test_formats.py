@@ -697,6 +697,19 @@ def test_under_skip_a_damaged_file_fails_only_its_unit(tmp_path):
     assert not (tmp_path / "out" / "allfail" / "manifest.json").exists()
 
 
+def test_jsonl_with_lone_cr_line_ends_names_them_in_its_reject(tmp_path):
+    """Records ended by a lone CR are one JSON Lines line: the whole file was one malformed_json
+    reject, "unexpected content after document", with nothing saying why."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(b'{"text": "kept"}\n' + b'{"text":"one"}\r{"text":"two"}\r\n' + b'{"text": "x"}\r\n')
+    out = run(tmp_path, {"path": str(d / "a.jsonl"), "format": "jsonl"}, "cr")
+    rows = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in rows] == [(2, "malformed_json")]  # CRLF lines stay records
+    assert "lone carriage return" in rows[0]["detail"] and "tr '\\r' '\\n'" in rows[0]["detail"]
+    assert read_manifest(out).splits["train"].num_docs == 2
+
+
 def test_a_damaged_gz_names_where_its_text_stops_and_one_fix(tmp_path):
     """The codec reads ahead, so the compressed offset reached was the file's end (117,038 of a file
     damaged from its byte 200): the error now names the bytes of text read before the damage. And
