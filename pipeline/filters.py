@@ -63,8 +63,8 @@ def _has(node, where: str) -> str:
     """What a record holds at `where` ("": its top), where a field was looked for: its keys there
     (the first 10), or its type. Only on the way to a rejection, so never on the fast path."""
     where = repr(where) if where else "the record"
-    if not isinstance(node, dict):
-        return f"{where} is {type(node).__name__}, not an object"
+    if not isinstance(node, dict):  # a JSON null record was "NoneType"
+        return f"{where} is {'null' if node is None else type(node).__name__}, not an object"
     return f"{where} has {list_keys(node)}" if node else f"{where} has no keys"
 
 

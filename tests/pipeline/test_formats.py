@@ -710,6 +710,16 @@ def test_jsonl_with_lone_cr_line_ends_names_them_in_its_reject(tmp_path):
     assert read_manifest(out).splits["train"].num_docs == 2
 
 
+def test_a_null_record_is_named_null_in_its_reject(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(b'{"text": "kept"}\nnull\n')
+    out = run(tmp_path, {"path": str(d / "a.jsonl"), "format": "jsonl"}, "null")
+    rows = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in rows] == [(2, "missing_field")]
+    assert "the record is null, not an object" in rows[0]["detail"]  # was "is NoneType"
+
+
 def test_a_damaged_gz_names_where_its_text_stops_and_one_fix(tmp_path):
     """The codec reads ahead, so the compressed offset reached was the file's end (117,038 of a file
     damaged from its byte 200): the error now names the bytes of text read before the damage. And
