@@ -501,8 +501,10 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
     needs = _BOUNDARY_NEEDS[cfg.boundary]
     eos = _pick(cfg.eos_token, special, EOS_CANDIDATES, "eos_token", cfg, tok, named.get("eos_token"), "eos" in needs)
     bos = _pick(cfg.bos_token, special, BOS_CANDIDATES, "bos_token", cfg, tok, named.get("bos_token"), "bos" in needs)
-    vocab = tok.get_vocab_size(with_added_tokens=True)
-    max_id = max([vocab - 1, *special.values()])
+    # the largest id, not the count of tokens: a vocabulary with holes (ids 0..788 and 5000) counts 790
+    # tokens, and a size of 790 chose uint16 for an id of 70000 (every unit failed) or wrote 5000 into a
+    # dataset whose manifest says 790, which `prep verify` then called damaged (20-35 ms, cached)
+    max_id = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
     spec = TokenizerSpec(cfg.path, "hf", definition, sha, max_id + 1, cfg.boundary, bos, eos,
                          backend_version=_version("tokenizers"))
     spec = _finish(spec, cfg)

@@ -360,6 +360,31 @@ def test_large_vocabulary_gives_int32_and_ids_never_wrap(tmp_path):
     assert [d.tolist() for d in docs] == [[69999, 65536, 1, 70000], [65535, 12, 70000]]
 
 
+@pytest.mark.parametrize("backend", ["auto", "hf"])
+@pytest.mark.parametrize("moved_to, dtype", [(5_000, "uint16"), (70_000, "int32")])
+def test_a_vocabulary_with_holes_gets_the_size_of_its_largest_id(tmp_path, demo_tokenizer, backend, moved_to, dtype):
+    """A tokenizer.json whose ids are not 0..n-1 (one token moved past the others): the manifest's
+    vocab_size was the count of tokens, so an id of 5000 went into a dataset of "vocab_size 1000" that
+    `prep verify` then called damaged, and an id of 70000 failed every unit ("does not fit uint16")."""
+    from pipeline.verify import verify_dataset
+    d = json.loads(demo_tokenizer.read_text())
+    vocab = d["model"]["vocab"]
+    word = next(w for w, i in vocab.items() if i > 300 and w.startswith("\u0120") and w[1:].isalpha())
+    vocab[word] = moved_to
+    tok_path = tmp_path / "holes.json"
+    tok_path.write_text(json.dumps(d))
+    texts = [f"a {word[1:]} and {word[1:]} again", "nothing moved here"]
+    corpus = write_jsonl(tmp_path / "c.jsonl", texts)
+    out = tokenize(tmp_path, corpus, tok_path, tmp_path / "out", output__val_fraction=0.0,
+                   tokenizer__backend=backend)
+    m = read_manifest(out)
+    assert (m.vocab_size, m.dtype) == (moved_to + 1, dtype)
+    ids = np.concatenate(read_split(out, "train"))
+    assert moved_to in ids.tolist()  # guard: the moved token is in the dataset
+    assert verify_dataset(out).problems == []
+    assert decoded_docs(out, tok_path) == texts
+
+
 def test_special_token_text_is_plain_text(tmp_path, demo_tokenizer):
     text = "before <|endoftext|> after"
     corpus = write_jsonl(tmp_path / "c.jsonl", [text])
