@@ -392,8 +392,9 @@ def _tiktoken_encoding(name: str):
     import tiktoken
     try:
         return tiktoken.get_encoding(name)
-    except ValueError as e:
-        raise PrepError(f"tokenizer.path: tiktoken:{name}: {e}") from None
+    except ValueError:  # tiktoken's message runs over 3 lines (plugins, version); the CLI prints one
+        raise PrepError(f"tokenizer.path: tiktoken:{name} is not a tiktoken encoding; known: "
+                        f"{', '.join(tiktoken.list_encoding_names())}") from None
     except Exception as e:  # network errors when the BPE file is not cached yet
         raise PrepError(f"tokenizer.path: tiktoken:{name} could not be loaded ({type(e).__name__}); it is "
                         "downloaded on first use: run once online, set TIKTOKEN_CACHE_DIR to a cached copy, "

@@ -43,3 +43,13 @@ def test_the_configs_token_is_used_when_it_is_in_the_vocabulary(tmp_path, demo_t
     word, wid = next((w, i) for w, i in vocab.items() if i > 100)
     d = folder(tmp_path, demo_tokenizer, eos_token=word)
     assert load_tokenizer(TokenizerConfig(path=str(d), boundary="eos", backend="hf")).eos_id == wid
+
+
+def test_an_unknown_tiktoken_encoding_is_one_line_naming_the_known_ones():
+    """tiktoken's own message ran over 3 lines (its plugins and version) into the CLI's one-line error."""
+    pytest.importorskip("tiktoken")
+    with pytest.raises(PrepError) as e:
+        load_tokenizer(TokenizerConfig(path="tiktoken:cl100k"))
+    assert "\n" not in str(e.value)
+    assert str(e.value).startswith("tokenizer.path: tiktoken:cl100k is not a tiktoken encoding; known: ")
+    assert "cl100k_base" in str(e.value)
