@@ -496,7 +496,7 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
     try:
         tok = Tokenizer.from_str(definition)
     except Exception as e:
-        raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({e})") from None
+        raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({_why_not_tokenizer(definition, e)})") from None
     _make_plain(tok)
     special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
     needs = _BOUNDARY_NEEDS[cfg.boundary]
@@ -510,6 +510,20 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
                          backend_version=_version("tokenizers"))
     spec = _finish(spec, cfg)
     return spec if cfg.backend == "hf" else _choose_fast(spec, cfg, tok, special)
+
+
+def _why_not_tokenizer(definition: str, error: Exception) -> str:
+    """tokenizers' parse error, unless the text is JSON of another shape: for GPT-2's vocab.json (or any
+    object without "model") tokenizers said "expected `,` or `}` at line 1 column 5" of valid JSON."""
+    try:
+        d = json.loads(definition)
+    except ValueError:
+        return str(error)
+    if isinstance(d, dict) and "model" not in d:
+        if d and all(isinstance(v, int) for v in d.values()):
+            return "it is JSON with no \"model\": a vocab.json of token -> id" + _CONVERT
+        return "it is JSON with no \"model\" key"
+    return str(error)
 
 
 def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[str, int]) -> TokenizerSpec:

@@ -53,3 +53,17 @@ def test_an_unknown_tiktoken_encoding_is_one_line_naming_the_known_ones():
     assert "\n" not in str(e.value)
     assert str(e.value).startswith("tokenizer.path: tiktoken:cl100k is not a tiktoken encoding; known: ")
     assert "cl100k_base" in str(e.value)
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"version": "1.0"}', r"\(it is JSON with no \"model\" key\)$"),
+    ('{"hello": 0, "world": 1}', r"\(it is JSON with no \"model\": a vocab\.json of token -> id; prep reads "),
+    ("not json{", r"\(expected ident at line 1 column 2\)$"),
+])
+def test_a_json_that_is_not_a_tokenizer_says_what_it_is(tmp_path, text, says):
+    """tokenizers answered valid JSON of another shape (GPT-2's vocab.json) with "expected `,` or `}` at
+    line 1 column 5", a syntax error the file does not have."""
+    path = tmp_path / "tokenizer.json"
+    path.write_text(text)
+    with pytest.raises(PrepError, match=rf"^tokenizer\.path: {path} is not a valid tokenizer\.json " + says):
+        load_tokenizer(TokenizerConfig(path=str(path)))
