@@ -517,8 +517,8 @@ def _why_not_tokenizer(definition: str, error: Exception) -> str:
     object without "model") tokenizers said "expected `,` or `}` at line 1 column 5" of valid JSON."""
     try:
         d = json.loads(definition)
-    except ValueError:
-        return str(error)
+    except ValueError:  # GPT-2's merges.txt begins "#version: 0.2"
+        return "it is a merges.txt" + _CONVERT if definition.startswith("#version") else str(error)
     if isinstance(d, dict) and "model" not in d:
         if d and all(isinstance(v, int) for v in d.values()):
             return "it is JSON with no \"model\": a vocab.json of token -> id" + _CONVERT

@@ -59,6 +59,7 @@ def test_an_unknown_tiktoken_encoding_is_one_line_naming_the_known_ones():
     ('{"version": "1.0"}', r"\(it is JSON with no \"model\" key\)$"),
     ('{"hello": 0, "world": 1}', r"\(it is JSON with no \"model\": a vocab\.json of token -> id; prep reads "),
     ("not json{", r"\(expected ident at line 1 column 2\)$"),
+    ("#version: 0.2\nĠ t\n", r"\(it is a merges\.txt; prep reads "),
 ])
 def test_a_json_that_is_not_a_tokenizer_says_what_it_is(tmp_path, text, says):
     """tokenizers answered valid JSON of another shape (GPT-2's vocab.json) with "expected `,` or `}` at
