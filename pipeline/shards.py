@@ -44,7 +44,8 @@ def check_id_range(ids: np.ndarray, dtype: np.dtype, where: str) -> None:
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi > info.max:
         raise PrepError(f"{where}: token id {hi if hi > info.max else lo} does not fit {np.dtype(dtype).name}; "
-                        "the tokenizer's vocabulary is larger than it reports (set the dtype wider)")
+                        "the tokenizer gave an id past the vocabulary it reports (its largest id sets the dtype, "
+                        "and no recipe setting changes it): please report this with the tokenizer file")
 
 
 def named(e: OSError, path) -> OSError:
