@@ -430,7 +430,8 @@ _CONVERT = ("; prep reads tokenizer.json files: transformers writes one for a mo
 
 
 def _read_definition(path: str) -> tuple[str, Path | None]:
-    """tokenizer.json text and the directory it came from (None for hub downloads)."""
+    """tokenizer.json text and the directory holding its tokenizer_config.json (for a hub id, the
+    cache's folder of the repo's tokenizer_config.json; None when it has none)."""
     p = Path(os.path.expanduser(path))
     if p.is_dir():
         folder = p
@@ -448,7 +449,26 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
     if path.endswith(".json") or os.sep in path and not path.count("/") == 1:
         raise PrepError(f"tokenizer.path: {path} does not exist (a tokenizer.json path, a hub id such as "
                         "gpt2, or tiktoken:<encoding>)")
-    return _from_hub(path), None
+    definition = _from_hub(path)
+    return definition, _hub_config_folder(path)
+
+
+def _hub_config_folder(repo: str) -> Path | None:
+    """The local folder of a hub repo's tokenizer_config.json (fetched while the hub answers, else the
+    cache's copy), or None. Without it a hub id took its boundary token from the built-in candidates
+    while the same model as a folder took the config's: Qwen2.5-Instruct's eos <|im_end|> by folder,
+    <|endoftext|> by hub id."""
+    try:
+        import huggingface_hub
+        if hub.unreachable() is None:
+            try:
+                return Path(huggingface_hub.hf_hub_download(repo, "tokenizer_config.json")).parent
+            except Exception:  # the repo has none (404), a gated repo: the cache may still hold one
+                pass
+        cached = huggingface_hub.try_to_load_from_cache(repo, "tokenizer_config.json")
+    except Exception:  # not a valid repo id
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
 
 
 def _from_hub(path: str) -> str:

@@ -32,6 +32,11 @@ def hf_cache(tmp_path, monkeypatch):
     return put
 
 
+def _no_config(repo, filename, **kw):
+    from huggingface_hub.errors import EntryNotFoundError
+    raise EntryNotFoundError(f"{repo} has no {filename}")
+
+
 @pytest.fixture
 def no_download(monkeypatch):
     from tokenizers import Tokenizer
@@ -60,6 +65,7 @@ def test_online_the_hub_is_asked_first(hf_cache, monkeypatch):
     from tokenizers import Tokenizer
     hf_cache("org/tok", '{"cached": true}')
     monkeypatch.setattr(hub_probe, "unreachable", lambda: None)
+    monkeypatch.setattr(hub, "hf_hub_download", _no_config)
     monkeypatch.setattr(Tokenizer, "from_pretrained", lambda path: SimpleNamespace(to_str=lambda: '{"fresh": 1}'))
     assert ptok._read_definition("org/tok") == ('{"fresh": 1}', None)
     # the hub answers but refuses (no such repo, a gated one): the cache still serves, else the error says why
@@ -113,3 +119,42 @@ def test_files_that_are_not_a_tokenizer_json_say_what_to_do(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(PrepError, match=r"empty is a directory without tokenizer.json$"):
         ptok._read_definition(str(tmp_path / "empty"))
+
+
+def _qwen_like(demo_tokenizer) -> tuple[str, int]:
+    """The demo tokenizer.json with a second special token, `<|im_end|>`: (its text, that token's id)."""
+    import json
+    d = json.loads(demo_tokenizer.read_text())
+    new_id = max(d["model"]["vocab"].values()) + 1
+    d["added_tokens"].append({"id": new_id, "content": "<|im_end|>", "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": True})
+    return json.dumps(d), new_id
+
+
+@pytest.mark.parametrize("online", [False, True])
+def test_a_hub_id_takes_its_boundary_token_from_the_repos_tokenizer_config(hf_cache, demo_tokenizer, monkeypatch,
+                                                                           tmp_path, online):
+    """A hub id ignored the repo's tokenizer_config.json, which a folder of the same files reads: by
+    hub id, Qwen2.5-Instruct's boundary was <|endoftext|>, as a folder <|im_end|> (its config's eos)."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from pipeline.recipe import TokenizerConfig
+    monkeypatch.setenv("PREP_CACHE_DIR", str(tmp_path / "cache"))
+    text, im_end = _qwen_like(demo_tokenizer)
+    hf_cache("org/chat", text)
+    config = json.dumps({"eos_token": "<|im_end|>"})
+    if online:
+        monkeypatch.setattr(hub_probe, "unreachable", lambda: None)
+        monkeypatch.setattr(Tokenizer, "from_pretrained", lambda path: Tokenizer.from_str(text))
+        fetched = tmp_path / "fetched"
+        fetched.mkdir()
+        (fetched / "tokenizer_config.json").write_text(config)
+        monkeypatch.setattr(hub, "hf_hub_download", lambda repo, name, **kw: str(fetched / name))
+    else:
+        monkeypatch.setattr(hub_probe, "unreachable", lambda: "no route")
+        snapshot = next((tmp_path / "hf").glob("models--org--chat/snapshots/*"))
+        (snapshot / "tokenizer_config.json").write_text(config)
+    spec = ptok.load_tokenizer(TokenizerConfig(path="org/chat", boundary="eos", backend="hf"))
+    assert spec.eos_id == im_end != 0  # 0 is <|endoftext|>, the built-in candidate it took before
