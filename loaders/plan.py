@@ -103,6 +103,12 @@ class LoaderConfig:
         # a row is padded up to seq_len at most, so a budget under seq_len cannot hold the widest one; it
         # was checked against min(seq_len, pad_multiple), and one-row batches then broke the budget
         # (seq_len 128, max_tokens 64: 1,480 of 1,890 batches over it)
+        # only grouped batches by tokens: windows and packed took max_tokens and ignored it, so a batch
+        # of batch_size * seq_len tokens went past the budget the caller set (4 x 32 rows under max_tokens=64)
+        if self.max_tokens is not None and self.mode != "grouped":
+            raise PrepError(f"max_tokens applies to mode 'grouped' only; mode {self.mode!r} batches are batch_size x "
+                            f"seq_len tokens: for a budget of {self.max_tokens}, pass batch_size="
+                            f"{max(1, self.max_tokens // self.seq_len)} and leave max_tokens out")
         if self.max_tokens is not None and self.max_tokens < self.seq_len:
             raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of seq_len={self.seq_len} tokens (a "
                             "row is padded up to seq_len); raise max_tokens to at least seq_len, or lower seq_len")

@@ -76,3 +76,11 @@ def test_bench_loader_with_a_device_torch_does_not_know_is_one_line(dataset):
                                       "--seq-len", "16", "--num-batches", "1"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # was a RuntimeError traceback
     assert "device='gpu' is not a torch device" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("mode", ["windows", "packed"])
+def test_max_tokens_outside_grouped_is_refused(dataset, mode):
+    """max_tokens was taken and ignored in windows/packed: every batch was batch_size x seq_len tokens,
+    past the budget (4 x 32 = 128 tokens under max_tokens=64)."""
+    with pytest.raises(PrepError, match=r"max_tokens applies to mode 'grouped' only.*pass batch_size=2"):
+        MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, max_tokens=64, cache_dir=False)
