@@ -4,6 +4,7 @@
     cache.py     derived arrays (.npy, memory-mapped) keyed by sha256 of their inputs
     samplers.py  pure-numpy orderings: keyed permutations, exact mixtures, length grouping
     packing.py   pure-numpy planners: best-fit-decreasing, concat-split
+    mixing.py    checks on a mix: one tokenizer, weights > 0, boundaries, repeated datasets
     plan.py      LoaderConfig, per-dataset sample spaces, epoch -> per-rank rows
     collate.py   rows -> one byte buffer per batch (worker) -> training dict (device)
     prefetch.py  pinned buffers, side-stream H2D copies

@@ -29,6 +29,7 @@ from pipeline.errors import PrepError
 
 from .cache import ArrayCache
 from .collate import build_batch, finish_batch
+from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source
 from .prefetch import Prefetcher
 from .shards import TokenShards
@@ -90,10 +91,7 @@ def _parse_sources(data) -> list[tuple[PathLike, float]]:
     items = list(data)
     if not items or not all(isinstance(x, (tuple, list)) and len(x) == 2 for x in items):
         raise PrepError(f"expected a dataset dir or a list of (dir, weight) pairs, got {data!r}")
-    try:
-        return [(p, float(w)) for p, w in items]
-    except (TypeError, ValueError):
-        raise PrepError(f"mixture weights must be numbers, got {[w for _, w in items]!r}") from None
+    return list(zip([p for p, _ in items], check_weights(items)))
 
 
 def _check_config_names(config: dict) -> None:
@@ -116,7 +114,8 @@ def _check_count(name: str, value, least: int) -> int:
 
 
 class MemmapLoader:
-    """Batches from one dataset dir, or a weighted mix `[("a", 0.7), ("b", 0.3)]`.
+    """Batches from one dataset dir, or a weighted mix `[("a", 0.7), ("b", 0.3)]` (weights > 0, relative;
+    the datasets of one tokenizer: see mixing.check_mix).
 
     Keyword arguments not listed here are `LoaderConfig` fields (mode, seq_len, batch_size, ...).
     Other arguments: `epoch` to start at; `rank`/`world_size` (default: torch.distributed when it is
@@ -164,6 +163,7 @@ class MemmapLoader:
             cache = ArrayCache(cache_dir)
         shards = [TokenShards(p, self.config.split, expect_tokenizer=expect_tokenizer, verify=verify)
                   for p, _ in specs]
+        check_mix(shards, expect_tokenizer)
         self.plan = EpochPlan([Source(s, self.config, cache) for s in shards], [w for _, w in specs],
                               self.config, self.world_size, cache)
         self.num_workers = int(num_workers)
