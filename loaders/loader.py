@@ -181,6 +181,7 @@ class MemmapLoader:
                                       prefetch_depth)
         self._sampler = _StartSampler()
         self._dataloader: DataLoader | None = None
+        self._passes = 0  # iterations started: the newest is the only one that may continue
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
 
     # -- iteration --------------------------------------------------------------------------------
@@ -206,9 +207,19 @@ class MemmapLoader:
             raise TooSmallForABatch(n_units, self.state_dict()["unit"], step)
         self.plan.prepare(epoch)  # build cached arrays here, once, before any worker starts
         self._sampler.epoch, self._sampler.starts = epoch, starts
+        # One live pass at a time. A second iter() while an older pass was suspended mid-epoch left
+        # both running from the same counter: the older one handed out batches the newer had too
+        # (num_workers 0), or the two split one persistent-worker stream between them, and
+        # state_dict() counted neither right. The older pass now stops with an error instead.
+        self._passes += 1
+        this_pass = self._passes
         for start, batch in zip(starts, self._prefetcher(iter(self._get_dataloader()))):
             self.consumed = min(start + step, n_units)  # counted on hand-out, not on prefetch
             yield batch
+            if self._passes != this_pass:
+                raise PrepError("this loader was iterated again (a newer `for ... in loader` or iter(loader)) "
+                                "while this iterator was still open; only the newest one continues. Keep one "
+                                "iterator per loader (break out of a loop before starting another)")
         if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
             self.set_epoch(epoch + 1)
 
