@@ -184,6 +184,11 @@ class MemmapLoader:
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
 
+    def __getstate__(self) -> dict:
+        # with persistent workers the DataLoader holds its live worker iterator, which cannot be
+        # pickled (NotImplementedError from torch); a copy starts its own DataLoader on first use
+        return {**self.__dict__, "_dataloader": None}
+
     # -- iteration --------------------------------------------------------------------------------
 
     def _get_dataloader(self) -> DataLoader:

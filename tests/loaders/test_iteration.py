@@ -1,5 +1,7 @@
 """The iteration protocol: passes, breaks, several iterators, len(), pickling."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -57,4 +59,20 @@ def test_break_resumes_and_a_full_pass_is_the_next_epoch(dataset, epoch0, kw):
     fresh = [ids(b) for b in MemmapLoader(dataset, epoch=1, **KW)]
     assert len(second) == len(fresh) and all(np.array_equal(a, b) for a, b in zip(second, fresh))
     assert not np.array_equal(second[0], epoch0[0])
+    loader.close()
+
+
+@pytest.mark.parametrize("kw", WORKERS, ids=WIDS)
+def test_a_loader_pickles_mid_epoch_and_the_copy_continues(dataset, epoch0, kw):
+    """With persistent workers alive, pickling raised torch's NotImplementedError
+    ('_MultiProcessingDataLoaderIter cannot be pickled')."""
+    loader = MemmapLoader(dataset, **KW, **kw)
+    it = iter(loader)
+    next(it), next(it)
+    copy = pickle.loads(pickle.dumps(loader))
+    assert copy.state_dict() == loader.state_dict()
+    got = collect(copy, limit=2)
+    assert np.array_equal(got[0]["input_ids"], epoch0[2]) and np.array_equal(got[1]["input_ids"], epoch0[3])
+    assert np.array_equal(ids(next(it)), epoch0[2])  # the original goes on by itself
+    copy.close()
     loader.close()
