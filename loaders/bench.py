@@ -16,6 +16,7 @@ neither depends on nor pollutes DIR/.cache.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -83,6 +84,9 @@ def run_loader_bench(path: str | os.PathLike, *, modes: Sequence[str] = ("window
                      seq_len: int = 1024, num_batches: int = 200, step_ms: float = 0.0, device: str = "cpu",
                      seed: int = 0, cache_dir: str | os.PathLike | None = None, **loader_kwargs) -> list[dict]:
     """Time each mode with each worker count on the dataset at `path`; returns one dict per row."""
+    # --step-ms inf passed the CLI's min=0 and failed as an OverflowError traceback from time.sleep
+    if not math.isfinite(step_ms) or step_ms < 0:
+        raise PrepError(f"step_ms must be a finite number of milliseconds >= 0 (0: no simulated step), got {step_ms!r}")
     tmp = None if cache_dir is not None else tempfile.mkdtemp(prefix="prep-bench-")
     cache = cache_dir if cache_dir is not None else tmp
     kw = dict(split=split, batch_size=batch_size, seq_len=seq_len, seed=seed, device=device, **loader_kwargs)

@@ -1,6 +1,10 @@
 """`run_loader_bench` (behind `prep bench-loader`): rows with the documented keys, sane values."""
 
+import pytest
+from typer.testing import CliRunner
+
 from loaders.bench import format_table, private_memory_bytes, run_loader_bench
+from pipeline.cli import app
 
 KEYS = {"mode", "workers", "batches_per_s", "tokens_per_s", "first_batch_s", "cold_first_batch_s", "fill",
         "padding_fraction", "data_wait_share", "batch_size", "seq_len", "device"}
@@ -19,3 +23,22 @@ def test_bench_rows(dataset):
     table = format_table(rows)
     assert table.count("\n") == len(rows) + 1 and "packed" in table
     assert private_memory_bytes() > 0
+
+
+def test_tokens_per_s_is_batches_per_s_times_batch_tokens(dataset):
+    rows = run_loader_bench(dataset, modes=("windows", "packed"), num_workers=(0,), batch_size=3, seq_len=32,
+                            num_batches=5)
+    for r in rows:
+        assert r["tokens_per_s"] == pytest.approx(r["batches_per_s"] * 3 * 32)
+        assert r["data_wait_share"] is None
+    assert 0 < rows[1]["fill"] <= 1
+
+
+@pytest.mark.parametrize("step", ["inf", "1e400"])
+def test_a_step_that_is_not_finite_is_one_line(dataset, step):
+    """--step-ms inf passed the option's min=0 and ended in an OverflowError traceback from time.sleep."""
+    result = CliRunner().invoke(app, ["bench-loader", str(dataset), "--step-ms", step, "--workers", "0",
+                                      "--mode", "windows", "--seq-len", "32", "--num-batches", "2"])
+    assert result.exit_code == 1, result.output
+    assert "step_ms must be a finite number of milliseconds" in result.output
+    assert "Traceback" not in result.output and result.output.strip().count("\n") == 0
