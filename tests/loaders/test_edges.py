@@ -42,7 +42,9 @@ def test_mix_with_an_all_empty_source_is_refused(small, empty_docs, spe):
 
 
 def test_mix_with_nonempty_sources_still_works(small):
-    got = collect(MemmapLoader([(small, 0.5), (small, 0.5)], batch_size=1, seq_len=16, mode="packed", cache_dir=False))
+    with pytest.warns(UserWarning, match="listed 2 times in the mix"):  # the same dataset twice: legal, but warned
+        loader = MemmapLoader([(small, 0.5), (small, 0.5)], batch_size=1, seq_len=16, mode="packed", cache_dir=False)
+    got = collect(loader)
     assert len(got) > 1 and all(np.all(b["input_ids"] >= 0) for b in got)
 
 
