@@ -215,16 +215,18 @@ class MemmapLoader:
         # One live pass at a time. A second iter() while an older pass was suspended mid-epoch left
         # both running from the same counter: the older one handed out batches the newer had too
         # (num_workers 0), or the two split one persistent-worker stream between them, and
-        # state_dict() counted neither right. The older pass now stops with an error instead.
+        # state_dict() counted neither right. The older pass now stops with an error instead (and so
+        # does a pass whose position set_epoch / load_state_dict moved).
         self._passes += 1
         this_pass = self._passes
         for start, batch in zip(starts, self._prefetcher(iter(self._get_dataloader()))):
             self.consumed = min(start + step, n_units)  # counted on hand-out, not on prefetch
             yield batch
             if self._passes != this_pass:
-                raise PrepError("this loader was iterated again (a newer `for ... in loader` or iter(loader)) "
-                                "while this iterator was still open; only the newest one continues. Keep one "
-                                "iterator per loader (break out of a loop before starting another)")
+                raise PrepError("this loader was iterated again (a newer `for ... in loader` or iter(loader)), "
+                                "or its position set (set_epoch, load_state_dict), while this iterator was still "
+                                "open; it cannot continue. Keep one iterator per loader, and move it between "
+                                "passes: break out of the loop, then set_epoch and iterate again")
         if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
             self.set_epoch(epoch + 1)
 
@@ -245,6 +247,9 @@ class MemmapLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0
+        # a pass still open would go on with the old epoch's batches and write their count over the
+        # new position (state_dict: epoch 5 with epoch 0's count): it stops instead
+        self._passes += 1
 
     # -- state --------------------------------------------------------------------------------
 
@@ -273,6 +278,7 @@ class MemmapLoader:
                             "resuming would not continue the same run. Construct the loader with the saved "
                             "settings, or pass strict=False to resume anyway")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
+        self._passes += 1  # as set_epoch: an open pass must not continue from the old position
         return self
 
     # -- reporting ------------------------------------------------------------------------------

@@ -76,3 +76,22 @@ def test_a_loader_pickles_mid_epoch_and_the_copy_continues(dataset, epoch0, kw):
     assert np.array_equal(ids(next(it)), epoch0[2])  # the original goes on by itself
     copy.close()
     loader.close()
+
+
+@pytest.mark.parametrize("move", ["set_epoch", "load_state_dict"])
+def test_an_open_pass_stops_when_its_position_is_moved(dataset, epoch0, move):
+    """set_epoch(5) mid-pass left the pass handing out epoch 0's batches and writing their count over the
+    new position: state_dict() then said epoch 5 with epoch 0's count, and a resume skipped epoch 5's start."""
+    loader = MemmapLoader(dataset, **KW)
+    it = iter(loader)
+    next(it), next(it)
+    if move == "set_epoch":
+        loader.set_epoch(5)
+    else:
+        loader.load_state_dict({**loader.state_dict(), "epoch": 5, "consumed": 0})
+    with pytest.raises(PrepError, match="its position set .* while this iterator was still open"):
+        next(it)
+    assert (loader.state_dict()["epoch"], loader.state_dict()["consumed"]) == (5, 0)
+    got = [ids(b) for b in loader]
+    want = [ids(b) for b in MemmapLoader(dataset, epoch=5, **KW)]
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
