@@ -42,6 +42,13 @@ without its opening one, a value after the array, a string across a line break) 
 read whole, as before. For a valid file the cuts are exact. A damaged one whose scan still cuts it
 fails in the unit whose records do not parse, naming the file and the byte range (read whole, it
 would have been read as JSON Lines, one reject per line).
+
+A damaged compressed file (cut short, corrupt) is scanned up to its last byte that decodes (the plan
+reads it through readers.salvage, as the spool does): CutShort holds the cuts found there, exactly the
+sound file's that lie in those bytes. Its units before the damage keep their records under
+`on_bad_record: skip`, and its last unit, read to the end of the stream, fails with the damage, as
+compressed JSON Lines' do (readers.jsonl). It was one unit, which failed whole: every record before
+the damage was lost.
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ import orjson
 
 from pipeline.readers.base import BOM, ScanMeter, read_ahead, scan_blocks
 
-__all__ = ["scan_cuts", "scan_stream_cuts", "field_start", "unit_bounds", "Segment", "SCAN_BLOCK", "PIECE_BYTES", "SEGMENT_BYTES"]
+__all__ = ["scan_cuts", "scan_stream_cuts", "CutShort", "field_start", "unit_bounds", "Segment", "SCAN_BLOCK", "PIECE_BYTES", "SEGMENT_BYTES"]
 
 # bytes per read() and numpy pass: 485 MB scanned in 0.46 s at 1 MiB, 0.52 s at 4 MiB, ~0.9 s at 16 MiB
 SCAN_BLOCK = 1 << 20
@@ -276,41 +283,72 @@ def scan_cuts(opener, size: int, unit_bytes: int, path: str = "",
     return _finish(kind, segments, unit_bytes, closing if kind == "array" else b"")
 
 
-def scan_stream_cuts(stream, unit_bytes: int, path: str = "", planned: int = 0, field: str | None = None
+class CutShort(Exception):
+    """scan_stream_cuts met damage (one of its `cut_short` errors, `error`) after `end` bytes: `cuts`
+    (offset, records before it) are those found before it, the records starting at `start`; none, and
+    `why`, when those bytes do not begin a value that can be cut."""
+
+    def __init__(self, cuts: list[tuple[int, int]], kind: str, why: str, start: int, end: int,
+                 error: BaseException):
+        super().__init__(f"cut short after {end:,} bytes by {type(error).__name__}: {error}")
+        self.cuts, self.kind, self.why, self.start, self.end, self.error = cuts, kind, why, start, end, error
+
+
+def scan_stream_cuts(stream, unit_bytes: int, path: str = "", planned: int = 0, field: str | None = None,
+                     cut_short: tuple[type[BaseException], ...] = ()
                      ) -> tuple[list[tuple[int, int]], str, str, tuple[int, int]]:
     """(cuts, kind, why none, (start, end) of the records' bytes): scan_cuts over a stream read once
     from its start, as one segment on one thread: a compressed file's decompressed bytes (which
     cannot be entered in the middle), or any file holding its records in a list under the dotted
     key `field` of its object (source.records_field). Such a list must begin in the first HEAD_BYTES
     (found by walking the keys before it) and be followed by at most TAIL_BYTES; its (start, end) are
-    its `[` and one past its `]`; else the file's. `planned`: the size the plan expects (progress)."""
-    head = stream.read(HEAD_BYTES if field is not None else 64 << 10)
+    its `[` and one past its `]`; else the file's. `planned`: the size the plan expects (progress).
+    `cut_short`: the errors of `stream` that end it early, a damaged compressed file's after every byte
+    that decodes before the damage (readers.salvage): one raises CutShort, holding the cuts found
+    before it."""
+    want, head = HEAD_BYTES if field is not None else 64 << 10, b""
+    try:
+        while len(head) < want and (block := stream.read(want - len(head))):  # a salvaged read may give less
+            head += block
+    except cut_short as e:
+        damage: BaseException | None = e
+    else:
+        damage = None
     if field is None:
         start, (kind, why) = 0, _kind(head)
     else:
         (start, why), kind = field_start(head, field), "array"
     if why:
+        if damage is not None:
+            raise CutShort([], kind, why, 0, len(head), damage)
         return [], kind, why, (0, 0)
     segment, closing, meter = Segment(kind, start, unit_bytes, field is not None), b"", ScanMeter(path, planned)
     after = bytearray()  # the bytes after a records_field list
     # decompressing on a thread ahead of the scan: 484 MB of .zst in 1.06 s one after the other
     # (0.49 s of it decompression), in 0.51 s so: the scan hides behind the decompression
-    with contextlib.closing(read_ahead(lambda: stream.read(SCAN_BLOCK))) as rest:
-        blocks = (head[i:i + SCAN_BLOCK] for i in range(start, len(head), SCAN_BLOCK))
-        for block in itertools.chain(blocks, rest):
-            meter.add(len(block))
-            if segment.closed_at >= 0:
-                after += block
-                if len(after) > TAIL_BYTES:
-                    return [], kind, f"more than {_amount(TAIL_BYTES)} follow the list {field!r}", (0, 0)
-                continue
-            base = segment.offset
-            segment.feed(block)
-            if segment.closed_at >= 0:
-                closing = block[segment.closed_at - base:][:1]
-                after += block[segment.closed_at + 1 - base:]
-            else:
-                closing = block.rstrip(_WHITESPACE)[-1:] or closing  # the last byte but whitespace
+    try:
+        more = read_ahead(lambda: stream.read(SCAN_BLOCK)) if damage is None else (b for b in ())  # () past damage
+        with contextlib.closing(more) as rest:
+            blocks = (head[i:i + SCAN_BLOCK] for i in range(start, len(head), SCAN_BLOCK))
+            for block in itertools.chain(blocks, rest):
+                meter.add(len(block))
+                if segment.closed_at >= 0:
+                    after += block
+                    if len(after) > TAIL_BYTES:
+                        return [], kind, f"more than {_amount(TAIL_BYTES)} follow the list {field!r}", (0, 0)
+                    continue
+                base = segment.offset
+                segment.feed(block)
+                if segment.closed_at >= 0:
+                    closing = block[segment.closed_at - base:][:1]
+                    after += block[segment.closed_at + 1 - base:]
+                else:
+                    closing = block.rstrip(_WHITESPACE)[-1:] or closing  # the last byte but whitespace
+    except cut_short as e:
+        damage = e
+    if damage is not None:  # the records before the damage: the cuts so far, unless the bytes scanned are
+        cuts, _, why = _merge(kind, [segment], unit_bytes, cut_short=True)  # not the value's start
+        raise CutShort(cuts, kind, why, start, segment.offset + len(after), damage)
     if field is None:
         return *_finish(kind, [segment], unit_bytes, closing), (0, segment.offset)
     if segment.closed_at < 0:
@@ -412,9 +450,11 @@ def _finish(kind: str, segments: list[Segment], unit_bytes: int, closing: bytes
     return cuts, kind, ""
 
 
-def _merge(kind: str, segments: list[Segment], piece: int) -> tuple[list[tuple[int, int]], int, str]:
+def _merge(kind: str, segments: list[Segment], piece: int, cut_short: bool = False
+           ) -> tuple[list[tuple[int, int]], int, str]:
     """(the cuts: the first separator at or after each multiple of `piece`, with the records before
-    it; the last separator; why none), from the segments in file order."""
+    it; the last separator; why none), from the segments in file order. `cut_short`: the bytes end
+    early (damage), so the value need not end in them."""
     top = 1 if kind == "array" else 0  # the separators' depth
     depth, closed, cuts, before, last = 0, False, [], 0, 0
     for segment in segments:
@@ -437,6 +477,8 @@ def _merge(kind: str, segments: list[Segment], piece: int) -> tuple[list[tuple[i
         depth += segment.depth
         if segment.in_string and segment is not segments[-1]:
             return [], 0, f"a string runs across a line break (before byte {segment.offset})"
+    if cut_short:
+        return cuts, last, ""
     if depth or segments[-1].in_string:
         return [], 0, "the file ends inside a string or an open bracket"
     if kind == "array" and not closed:

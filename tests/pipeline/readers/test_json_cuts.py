@@ -220,6 +220,46 @@ def test_a_compressed_value_is_cut_as_the_plain_file_into_spooled_windows(tmp_pa
     assert sizes == [u.size for u in got_units]
 
 
+class _Damaged(Exception):
+    pass
+
+
+class _DamagedAt(io.BytesIO):
+    """`data` read as a damaged compressed file is: its first `good` bytes, then _Damaged."""
+
+    def __init__(self, data: bytes, good: int):
+        super().__init__(data[:good])
+
+    def read(self, n: int = -1) -> bytes:
+        if block := super().read(n):
+            return block
+        raise _Damaged("the stream breaks here")
+
+
+@pytest.mark.parametrize("how", ["array", "objects", "records_field"])
+def test_a_stream_cut_short_by_damage_has_the_cuts_before_the_damage(how):
+    """A stream that fails (one of scan_stream_cuts' `cut_short` errors) after `good` bytes: CutShort
+    holds exactly the whole stream's cuts that lie in those bytes, the records' start and `good`.
+    Before, the scan's error was all there was: the plan made the file one unit, which failed whole."""
+    records = [{"text": f"record {i} " + "word, [ } \\" * (i % 7)} for i in range(400)]
+    field = "data" if how == "records_field" else None
+    data = (json.dumps({"v": 1, "data": records}, indent=1).encode() if field else
+            layout(records, how, 1, True))
+    whole, kind, why, (lo, _) = json_cuts.scan_stream_cuts(io.BytesIO(data), 512, field=field)
+    assert why == "" and len(whole) > 20
+    for good in range(len(data) // 10, len(data) * 9 // 10, len(data) // 13):
+        with pytest.MonkeyPatch.context() as mp:  # blocks that do not line up with the damage
+            mp.setattr(json_cuts, "SCAN_BLOCK", 1000)
+            with pytest.raises(json_cuts.CutShort) as short:
+                json_cuts.scan_stream_cuts(_DamagedAt(data, good), 512, field=field, cut_short=(_Damaged,))
+        before = [c for c in whole if c[0] < good or (how == "objects" and c[0] == good)]  # an object's cut: after it
+        assert short.value.cuts == before and len(before) > 1
+        assert (short.value.kind, short.value.why, short.value.start, short.value.end) == (kind, "", lo, good)
+        assert isinstance(short.value.error, _Damaged)
+    with pytest.raises(_Damaged):  # not named in cut_short: raised as before
+        json_cuts.scan_stream_cuts(_DamagedAt(data, len(data) // 2), 512, field=field)
+
+
 def test_a_damaged_compressed_value_is_one_unit_that_names_the_damage(tmp_path):
     import gzip
     path = tmp_path / "a.json.gz"
