@@ -18,8 +18,9 @@ compares them. A changed file is
 - refused otherwise, naming the file and what changed.
 
 A replaced file may also change the plan, which the fingerprint then refuses as another run: a
-damaged .gz/.bz2/.xz is planned from the bytes before its damage (readers.base._plan_size), a
-compressed file's ranges from its size. So a run that stops on a file keeps each unit's key in
+damaged .gz/.bz2/.xz is planned from the bytes before its damage (readers.base._plan_size), a damaged
+compressed JSON array from its records there (readers.json_cuts.CutShort), a compressed file's ranges
+from its size. So a run that stops on a file keeps each unit's key in
 plan.json (`remember_plan`), and once that file is replaced (or gone) the re-run of the same recipe
 and tokenizer takes the new plan, keeping the journaled units it plans the same up to the first that
 differs (`replanned`); the rest are redone.

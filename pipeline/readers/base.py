@@ -36,7 +36,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -372,6 +372,15 @@ def planning_damage() -> dict[str, str]:
     return dict(_damaged)
 
 
+def note_planning_damage(path: str, good: int, error: BaseException) -> None:
+    """The plan decoded compressed `path` to its byte `good` of text, then met `error` (planning_damage).
+    Not after 0 bytes: a file that is not of its compression (one named .gz, say) fails at once and is
+    told by the unit that reads it (sniff.misnamed_compression)."""
+    if good and _sizes is not None:
+        _damaged.setdefault(path, f"{path}: corrupt or truncated input: it decodes to byte {good:,} of its "
+                                  f"decompressed text, then {type(error).__name__}: {error}")
+
+
 def planned_head(path: str) -> bytes | None:
     """The first HEAD_BYTES of a compressed file's decompressed bytes, as its planned size's sample
     read them (None: not sampled while planning)."""
@@ -419,10 +428,7 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
         if not sampled:
             if compression_of(path) == "zstd" and declared >= out:  # planned as its replacement will be
                 return declared
-            if out and _sizes is not None:  # after good bytes: damage (a file that is not of its compression, one
-                # named .gz say, fails at once and is told by the unit that reads it, sniff.misnamed_compression)
-                _damaged[path] = (f"{path}: corrupt or truncated input: it decodes to byte {out:,} of its "
-                                  f"decompressed text, then {type(e).__name__}: {e}")
+            note_planning_damage(path, out, e)
             return out
     if not sampled:
         return out

@@ -33,8 +33,10 @@ from pipeline.readers.base import (
     compressed_ranges,
     compression_of,
     decode_errors,
+    decode_failures,
     decompressor,
     file_size,
+    note_planning_damage,
     open_input,
     open_raw,
     open_unit,
@@ -44,6 +46,7 @@ from pipeline.readers.base import (
     serves_ranges,
     without_bom,
 )
+from pipeline.readers.salvage import salvaging_reader
 from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import is_url
@@ -126,14 +129,25 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
     piece = min(unit_bytes, json_cuts.PIECE_BYTES)
     # the JSON's size: a compressed file's decompressed size (planned here; measured by the scan)
     json_bytes = planned_decompressed_size(path, size, storage_options) if compression_of(path) else size
+    damaged = False
     try:
         if compression_of(path) or field is not None:
             # read once from the start: a compressed file's decompressed bytes, scanned here, then
             # spooled into exact windows for the units (pipeline.spool), whose offsets and sizes count
             # decompressed bytes, as compressed JSON Lines' do; or the list under `field` in its object
             stream, raw = open_input(path, storage_options)
+            read, cut_short = stream.read, ()
+            if compression_of(path):  # damaged: every byte before the damage is scanned, as the spool gives them
+                read, cut_short = salvaging_reader(stream.read, path, storage_options), decode_failures()
             with raw, stream, decode_errors(path, raw, storage_options=storage_options):
-                cuts, kind, why, (start, end) = json_cuts.scan_stream_cuts(stream, piece, path, json_bytes, field)
+                try:
+                    cuts, kind, why, (start, end) = json_cuts.scan_stream_cuts(
+                        _Reads(read), piece, path, json_bytes, field, cut_short)
+                except json_cuts.CutShort as short:  # the records before the damage keep their units, as
+                    # JSON Lines' do; the last unit holds the damage (it reads to the end) and fails with it
+                    note_planning_damage(path, short.end, short.error)
+                    cuts, kind, why, start, end = short.cuts, short.kind, short.why, short.start, short.end
+                    damaged = True
         else:
             cuts, kind, why = json_cuts.scan_cuts(lambda: open_raw(path, storage_options), size, piece, path)
             start, end = 0, size
@@ -143,10 +157,18 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
     if len(units) == 1:
         _warn_big_document(path, max(json_bytes, end), why)
         return [whole]
-    # the last unit runs to the file's end (-1), but a records_field list's ends at its `]`
-    return [WorkUnit(0, source_index, fi, path, "jsonl", a, -1 if b == end and field is None else b, b - a,
-                     payload=json_array.range_payload(kind, first, inner, closes=b == end))
+    # the last unit runs to the file's end (-1), but a records_field list's ends at its `]` (a damaged
+    # file's, to the end: its window then meets the damage)
+    return [WorkUnit(0, source_index, fi, path, "jsonl", a, -1 if b == end and (field is None or damaged) else b,
+                     b - a, payload=json_array.range_payload(kind, first, inner, closes=b == end and not damaged))
             for a, b, first, inner in units]
+
+
+class _Reads:
+    """A stream whose read(n) is `read` (scan_stream_cuts reads a salvaging reader so)."""
+
+    def __init__(self, read):
+        self.read = read
 
 
 # A whole-file JSON value above this gets a warning: one worker parses it whole, holding ~5x its size

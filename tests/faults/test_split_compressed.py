@@ -370,14 +370,15 @@ def test_a_run_stopped_on_damage_found_while_spooling_resumes_once_the_file_is_r
 
 
 def test_a_damaged_compressed_array_whose_every_unit_failed_runs_once_replaced(tmp_path, corpus):
-    """A gzipped JSON array cut short is one unit (its records are cut at plan time, from the whole value
-    only); under skip it fails, and with no unit left the run ends keeping its state, its error saying
-    "replace the file and re-run to resume". The replaced file is planned as several ranges: that re-run
-    was refused as another recipe. Now it runs, to a clean run's dataset."""
+    """A gzipped JSON array cut short before a unit's worth of its records is one unit; under skip it
+    fails, and with no unit left the run ends keeping its state, its error saying "replace the file and
+    re-run to resume". The replaced file is planned as several ranges: that re-run was refused as another
+    recipe. Now it runs, to a clean run's dataset."""
     records = [json.loads(line) for line in corpus.read_text().splitlines()]
     whole = gzip.compress(json.dumps(records, indent=1).encode())
     path = tmp_path / "array.json.gz"
-    path.write_bytes(whole[: len(whole) * 3 // 5])
+    path.write_bytes(whole[: len(whole) // 10])  # less than a unit (64 KiB) of records before the cut
+    assert len(_decodable("gz", path.read_bytes())) < 65536
     recipe = write_recipe(tmp_path, path)
     out = tmp_path / "out"
     failed = run_prep(recipe, out, workers=2)
@@ -389,3 +390,78 @@ def test_a_damaged_compressed_array_whose_every_unit_failed_runs_once_replaced(t
     assert _units_run(again)[1] >= 7  # not vacuous: the whole array is planned as ranges
     fresh = run_prep(recipe, tmp_path / "fresh", workers=2)
     assert fresh.returncode == 0 and snapshot(out) == snapshot(tmp_path / "fresh")
+
+
+def _random_text_records(n: int, seed: int) -> list[dict]:
+    """Records of random letters: their .gz is about as big as their text (a few MB: over SAMPLE_BYTES,
+    so the plan samples the file's start and meets the damage only in its scan of the array)."""
+    rnd = np.random.default_rng(seed)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
+    return [{"id": i, "text": rnd.choice(letters, size=int(k)).tobytes().decode()}
+            for i, k in enumerate(rnd.integers(200, 2000, size=n))]
+
+
+@pytest.mark.parametrize("shape,damage", [("array", "cut"), ("records_field", "cut"), ("array", "flip")])
+def test_a_damaged_compressed_array_keeps_every_unit_before_the_damage(tmp_path, shape, damage):
+    """A gzipped JSON array (or {"data": [...]} under records_field) of a few MB, damaged: under skip its
+    units before the damage keep their records, and the unit holding it (with the cut-off rest) is the
+    one failed unit, naming the file and the damage; JSON Lines did so, but the array was one unit that
+    failed whole. Under error the plan stops with one line naming the fix, and the replaced file runs to
+    the dataset of a clean run."""
+    from pipeline.readers.base import SAMPLE_BYTES
+    records = _random_text_records(3000, 5)
+    field = "data" if shape == "records_field" else None
+    data = json.dumps({"version": 1, "data": records} if field else records, indent=1).encode()
+    whole = bytearray(gzip.compress(data))
+    at = len(whole) * 3 // 5
+    assert at > SAMPLE_BYTES  # the plan's sample is sound: the scan meets the damage
+    damaged = whole[:at] if damage == "cut" else whole[:at] + bytes(b ^ 0x5A for b in whole[at:at + 32]) + \
+        whole[at + 32:]
+    unit = 1 << 18
+    dirs = {name: tmp_path / name for name in ("skip", "strict", "clean")}
+    recipes = {}
+    for name, d in dirs.items():
+        d.mkdir()
+        (d / "a.json.gz").write_bytes(bytes(whole if name == "clean" else damaged))
+        recipes[name] = write_recipe(d, d / "a.json.gz", unit_bytes=unit, on_bad_record="error" if name == "strict"
+                                     else "skip", output={"dir": str(d / "unused"), "shard_tokens": 200_000,
+                                                          "val_fraction": 0.0, "seed": 7})
+        if field:
+            spec = json.loads(recipes[name].read_text())
+            spec["source"]["records_field"] = field
+            recipes[name].write_text(json.dumps(spec))
+    clean = run_prep(recipes["clean"], dirs["clean"] / "out", workers=2)
+    assert clean.returncode == 0, clean.stderr
+
+    path, out = dirs["skip"] / "a.json.gz", dirs["skip"] / "out"
+    run = run_prep(recipes["skip"], out, workers=2)
+    assert run.returncode == 0, run.stderr
+    failed = json.loads((out / "manifest.json").read_text())["failed_units"]
+    ran, total = _units_run(run)
+    assert total >= 5  # not one unit: the records before the damage were planned as units
+    good = _decodable("gz", bytes(damaged))
+    docs, everything = read_split(out, "train"), read_split(dirs["clean"] / "out", "train")
+    assert all(f"{path}: corrupt or truncated input: it decodes to byte " in f["error"] for f in failed)
+    if damage == "cut":  # the bytes before a cut are the file's own: its first records, exactly
+        assert [f["unit"] for f in failed] == [total - 1]  # the one holding the damage, and the rest
+        assert len(docs) > 0 and all(np.array_equal(a, b) for a, b in zip(docs, everything))
+        # every record ending a unit and a record before the damage is kept (the last unit starts at a cut
+        # past the last multiple of unit_bytes)
+        assert good[:len(good) - unit - 4000].count(b'"text"') - 1 <= len(docs) < good.count(b'"text"')
+    else:  # bytes between the damage and where the decoder noticed it may be garbled: counted only
+        units = sorted(f["unit"] for f in failed)
+        assert units[-1] == total - 1 and units == list(range(units[0], total)) and units[0] >= 2
+        assert 0 < len(docs) < len(everything)
+
+    path, out = dirs["strict"] / "a.json.gz", dirs["strict"] / "out"
+    stopped = run_prep(recipes["strict"], out, workers=2)
+    assert stopped.returncode == 1
+    lines = stopped.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: corrupt or truncated input: it decodes to byte ")
+    assert lines[0].endswith("found while planning, before any unit ran (on_bad_record: error): replace the file "
+                             "and re-run")
+    path.write_bytes(bytes(whole))  # the fix it names
+    again = run_prep(recipes["strict"], out, workers=2)
+    assert again.returncode == 0, again.stderr
+    fresh = run_prep(recipes["strict"], dirs["strict"] / "fresh", workers=2)
+    assert fresh.returncode == 0 and snapshot(out) == snapshot(dirs["strict"] / "fresh")

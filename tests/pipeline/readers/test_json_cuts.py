@@ -260,14 +260,40 @@ def test_a_stream_cut_short_by_damage_has_the_cuts_before_the_damage(how):
         json_cuts.scan_stream_cuts(_DamagedAt(data, len(data) // 2), 512, field=field)
 
 
-def test_a_damaged_compressed_value_is_one_unit_that_names_the_damage(tmp_path):
+@pytest.mark.parametrize("how", ["array", "objects", "records_field"])
+@pytest.mark.parametrize("compress", ["gzip", "zstd"])
+def test_a_damaged_compressed_value_keeps_the_units_before_the_damage(tmp_path, how, compress):
+    """A compressed array (objects, a records_field list) cut short: the plan scans every byte that
+    decodes before the damage (readers.salvage), so its units up to there are the sound file's and read
+    its records; the last runs to the end of the stream and fails naming the file and the damage. It was
+    one unit, which failed whole: under on_bad_record: skip every record before the damage was lost."""
     import gzip
-    path = tmp_path / "a.json.gz"
-    path.write_bytes(gzip.compress(json.dumps([{"text": str(i)} for i in range(5000)]).encode())[:-40])
-    units = jsonl_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 4096)
-    assert [(u.start, u.end) for u in units] == [(0, -1)]
-    with pytest.raises(PrepError, match="a.json.gz: corrupt or truncated input"):
-        list(jsonl_reader.iter_batches(units[0], SourceConfig(path=str(path)), BadRecords(units[0], "skip"), 16))
+
+    import zstandard
+    records = [{"text": f"record {i} " + "word, [ } " * (i % 13)} for i in range(4000)]
+    field = "data" if how == "records_field" else None
+    data = (json.dumps({"v": 1, "data": records}, indent=1).encode() if field else
+            layout(records, how, 1, True))
+    blob = gzip.compress(data) if compress == "gzip" else zstandard.ZstdCompressor().compress(data)
+    sound, damaged = tmp_path / "sound.json.gz", tmp_path / "a.json.gz"
+    if compress == "zstd":
+        sound, damaged = sound.with_suffix(".zst"), damaged.with_suffix(".zst")
+    sound.write_bytes(blob)
+    damaged.write_bytes(blob[:len(blob) * 3 // 5])
+    source = SourceConfig(path=str(damaged), records_field=field)
+    units = jsonl_reader.plan(source, 0, [str(damaged)], 8192)
+    want_units, want = read_all(sound, 8192, records_field=field)
+    assert len(units) > 10 and units[-1].end == -1 and all(u.is_spooled for u in units)
+    kept = units[:-1]
+    assert [(u.start, u.end, u.size, u.payload) for u in kept] == [
+        (u.start, u.end, u.size, u.payload) for u in want_units[:len(kept)]]
+    _, per_unit = read_spooled(jsonl_reader, source, kept, tmp_path / "spool")
+    texts = [t for _, ts, _, _ in per_unit for t in ts]
+    positions = [p for _, _, ps, _ in per_unit for p in ps]
+    assert texts == want[0][:len(texts)] and positions == want[1][:len(texts)]
+    assert len(texts) > len(records) // 4  # not vacuous: the records before the damage are read
+    with pytest.raises(PrepError, match=f"{damaged}: corrupt or truncated input: it decodes to byte "):
+        read_spooled(jsonl_reader, source, units, tmp_path / "spool2")
 
 
 @pytest.mark.parametrize("how", ["array", "objects"])
