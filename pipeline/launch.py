@@ -44,7 +44,9 @@ def tokenize_args(args: list[str]) -> dict | None:
             if key == "sets":
                 opts["sets"].append(value)
             elif key == "num_workers":
-                if not value.isdigit() or int(value) < 1:
+                # ascii: str.isdigit() holds for '³' (int() raises: a traceback) and '٣' (int() reads 3,
+                # where the CLI's parser refuses it); the CLI reports both
+                if not (value.isascii() and value.isdigit()) or int(value) < 1:
                     return None
                 opts[key] = int(value)
             else:

@@ -30,6 +30,8 @@ def _opts(recipe="r.yaml", **kw):
     (["-r", "--overwrite"], None),
     (["-r", "r.yaml", "-j", "many"], None),   # not a number: the CLI reports it
     (["-r", "r.yaml", "-j", "0"], None),      # below the CLI's minimum
+    (["-r", "r.yaml", "-j", "³"], None),      # a digit to str.isdigit(), not to int(): was a ValueError
+    (["-r", "r.yaml", "--num-workers=٣"], None),  # int() reads 3; the CLI refuses it
     (["-rr.yaml"], None),                     # glued short options are the CLI's to read
     (["-r", "r.yaml", "-j4"], None),
     (["-r=r.yaml"], None),                    # click reads this as the path "=r.yaml"
@@ -40,6 +42,36 @@ def _opts(recipe="r.yaml", **kw):
 def test_tokenize_args_reads_the_whole_command_line_or_nothing(args, want):
     assert launch.tokenize_args(args) == want
 
+
+
+def _typer_reads(args: list[str]) -> dict | None:
+    """What the typer command's own parser makes of `tokenize ARGS`, or None where it refuses them."""
+    import typer
+
+    from pipeline.cli import app
+    command = typer.main.get_command(app).commands["tokenize"]
+    try:
+        p = command.make_context("tokenize", list(args)).params
+    except Exception:  # click's usage errors (typer vendors click: no public type to name)
+        return None
+    return {"recipe": str(p["recipe"]), "output": p["output"], "num_workers": p["num_workers"],
+            "sets": list(p["set_"]), "overwrite": p["overwrite"], "progress": p["progress"]}
+
+
+@pytest.mark.parametrize("args", [
+    ["--recipe=r.yaml"], ["-r", "r.yaml", "--num-workers", "2"], ["-r", "r.yaml", "--set", "a=b", "--set", "c=d"],
+    ["-r", "r.yaml", "--set=a=b=c"], ["-r", "r.yaml", "--set", "a=-1"], ["--recipe="], ["-r", "r.yaml", "--output="],
+    ["-r", "r.yaml", "--no-progress", "--progress"], ["-r", "r.yaml", "--overwrite", "--overwrite"],
+    ["-r", "r.yaml", "-o", "a", "-o", "b"], ["-r", "r.yaml", "-j", "99999999999999999999999"],
+    ["-r", "r.yaml", "-j", "³"], ["-r", "r.yaml", "-j", "٣"], ["-r", "r.yaml", "-j", "-1"], ["-r", "r.yaml", "--"],
+    ["-r", "r.yaml", "--", "x"], ["--", "-r", "r.yaml"], ["-r", "r.yaml", "-h"], ["-r", "r.yaml", "--over"],
+    ["-r", "r.yaml", "--help=x"], ["-r", "r.yaml", "-"],
+])
+def test_the_fast_path_never_reads_a_command_line_otherwise_than_typer(args):
+    """The console script's own reading is a shortcut: where it reads a command line at all, typer's
+    parser (the definition of the options) must read the same values from it."""
+    fast = launch.tokenize_args(args)
+    assert fast is None or fast == _typer_reads(args)
 
 @pytest.fixture
 def warmed(monkeypatch):
