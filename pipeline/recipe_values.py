@@ -91,6 +91,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         parts = key.strip().split(".")
         if parts[0] == "source" and "sources" in data:
             parts[0:1] = ["sources", "0"]
+        elif parts[0] == "sources" and len(parts) > 2 and "sources" not in data and isinstance(data.get("source"), dict):
+            # the reverse: `source:` is the recipe's one source, sources[0] (error messages name it so too);
+            # `--set sources.0.path=x` made a mapping {"0": ...} beside it: "`sources:` must be a list"
+            _list_index([data["source"]], parts[1], key, ["sources"])
+            parts[0:2] = ["source"]
         node = data
         for i, part in enumerate(parts[:-1]):
             if isinstance(node, list):

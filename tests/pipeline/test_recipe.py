@@ -136,6 +136,16 @@ def test_overrides_name_the_indices_a_list_has():
         apply_overrides({**BASE, "source": {"path": ["a.jsonl"]}}, ["source.path.1=b.jsonl"])
 
 
+
+def test_overrides_take_sources_0_for_a_recipe_with_one_source():
+    """Errors call a lone `source:` sources[0]; `--set sources.0.path=x` set it (was a mapping {"0": ...}
+    beside it, refused as "`sources:` must be a list")."""
+    r = Recipe.from_dict(apply_overrides(BASE, ["sources.0.text_field=body", "sources.0.min_chars=3"]))
+    assert len(r.sources) == 1 and r.sources[0].text_field == "body" and r.sources[0].min_chars == 3
+    with pytest.raises(PrepError, match=r"^--set sources\.1\.path: '1' is not an index of sources, which holds 1 item"):
+        apply_overrides(BASE, ["sources.1.path=x"])
+
+
 def test_content_dict_excludes_run_only_settings():
     a = Recipe.from_dict({**BASE, "num_workers": 1})
     b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}, "batch_docs": 7,
