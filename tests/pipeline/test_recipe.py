@@ -146,6 +146,14 @@ def test_overrides_take_sources_0_for_a_recipe_with_one_source():
         apply_overrides(BASE, ["sources.1.path=x"])
 
 
+@pytest.mark.parametrize("item,says", [("=x", "no key before the ="), (" =x", "no key before the ="),
+                                       ("output..dir=x", "'output..dir' has an empty part"),
+                                       ("output.=x", "'output.' has an empty part")])
+def test_an_override_with_an_empty_key_says_so(item, says):
+    with pytest.raises(PrepError) as e:
+        apply_overrides(BASE, [item])
+    assert str(e.value) == f"--set {item!r}: {says}; for example --set output.dir=out/x"
+
 def test_content_dict_excludes_run_only_settings():
     a = Recipe.from_dict({**BASE, "num_workers": 1})
     b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}, "batch_docs": 7,
