@@ -78,9 +78,31 @@ def warm_forkserver(recipe=None) -> None:
     hf = recipe is not None and any(_workers_import_datasets(src) for src in recipe.sources)
     # modules that fail to import are skipped by the forkserver
     ctx.set_forkserver_preload(_path_fix() + PRELOAD + (["datasets"] if hf else []))
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
     with _parent_path_for_children():  # spawning it (and the resource tracker) takes ~8 ms
-        forkserver.ensure_running()
+        # the tracker first: its spawn unblocks SIGINT, which the forkserver's must find blocked
+        resource_tracker.ensure_running()
+        with _ctrl_c_blocked():
+            forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _ctrl_c_blocked():
+    """SIGINT blocked in this thread, so that a process spawned inside starts with it blocked (a mask
+    survives fork and exec), as multiprocessing's resource tracker is started. A terminal's Ctrl-C
+    reaches the whole process group: the forkserver ignores SIGINT only once its preload is imported
+    (~0.25 s), so a Ctrl-C in the first second of a run printed its KeyboardInterrupt traceback (or
+    "Fatal Python error: init_import_site") above prep's one line. The workers it forks inherit the
+    mask; they ignore SIGINT anyway (the parent stops them). A SIGINT meanwhile waits for the parent."""
+    import signal
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: no forkserver either
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _path_fix() -> list[str]:

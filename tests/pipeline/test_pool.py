@@ -253,3 +253,19 @@ def test_the_pools_queues_outlive_a_worker_still_starting(tmp_path, monkeypatch,
     # the call and result queues, whose 5 semaphores were then left to the exit, which prep makes
     # with os._exit: "resource_tracker: There appear to be 5 leaked semaphore objects"
     assert ("unlinked", 0) not in events[events.index(("joined",)):], events
+
+
+def test_a_ctrl_c_while_the_forkserver_imports_does_not_reach_it(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the forkserver too, which ignores SIGINT
+    only once its preload is imported: in a run's first second it printed a KeyboardInterrupt
+    traceback (and died). Started with SIGINT blocked, it lives on and forks workers."""
+    code = ("import os, signal\nfrom multiprocessing import forkserver\nfrom pipeline import pool\n"
+            "pool.warm_forkserver()\npid = forkserver._forkserver._forkserver_pid\n"
+            "os.kill(pid, signal.SIGINT)  # it is importing numpy, ... now\n"
+            "p = pool.pool_context().Process(target=os.getpid)\np.start()\np.join()\n"
+            # the same forkserver: multiprocessing starts another in place of a dead one
+            "print('worker', p.exitcode, forkserver._forkserver._forkserver_pid == pid)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0 and run.stdout == "worker 0 True\n", run.stderr
+    assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr
