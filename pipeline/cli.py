@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from pipeline.errors import PrepError
+from pipeline.interrupts import RESUME_HINT
 from pipeline.tokenize_command import err, exit_code, out, tokenize_command
 
 __all__ = ["app"]
@@ -28,10 +29,10 @@ def _root() -> None:
 
 
 def user_errors(fn):
-    """Turn a PrepError into one line on stderr and exit code 1 (Ctrl-C: a resume hint and 130)."""
+    """Turn a PrepError into one line on stderr and exit code 1 (Ctrl-C: a resume hint and 130, SIGTERM 143)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        code = exit_code(fn, *args, **kwargs)
+        code = exit_code(fn, *args, hint=RESUME_HINT, **kwargs)
         if code:
             raise typer.Exit(code)
     return wrapper

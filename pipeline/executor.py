@@ -9,7 +9,8 @@ same files.
 
 Faults: a worker that dies fails the run at once, naming the worker, how it died and its unit; the
 others are killed. Workers ignore SIGINT (the parent stops them) and kill themselves when the parent
-dies, so a `kill -9` leaves no orphan writing parts under the next run. SIGTERM acts like Ctrl-C.
+dies, so a `kill -9` leaves no orphan writing parts under the next run. SIGTERM acts like Ctrl-C
+(pipeline.interrupts).
 A full disk becomes a PrepError naming the file; no unit is journaled with a partial part.
 Each final shard is journaled once placed and its parts are then deleted; a resumed run keeps the
 journaled shards whose files are whole. Journaled units whose parts went missing (and are in no kept
@@ -26,7 +27,6 @@ import json
 import os
 import pickle
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -41,6 +41,7 @@ from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError
 from pipeline.finalize import finalize
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
+from pipeline.interrupts import sigterm_as_interrupt
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
 from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
@@ -170,7 +171,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             raise PrepError(f"output.dir: {out} is a symbolic link to {os.readlink(out)}, which does not exist; "
                             "create that directory, or choose another --output") from None
         raise PrepError(f"output.dir: cannot create {out} ({e.strerror}); choose another --output") from None
-    with _disk_full_is_user_error(out), _sigterm_as_interrupt(), state.lock():
+    with _disk_full_is_user_error(out), sigterm_as_interrupt(), state.lock():
         existing = _prepare_output(out, state, content, overwrite, spec.sha256)
         if existing is not None:
             _refuse_damaged(out, existing)
@@ -329,24 +330,6 @@ def _refuse_damaged(out: Path, manifest: Manifest) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise PrepError(f"{out}: complete for this recipe, but damaged: {problems[0]}{more}; `prep verify {out}` "
                         "lists every problem, --overwrite rebuilds the dataset")
-
-
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a Slurm time limit, `docker stop`, plain `kill`) stops a run the way Ctrl-C does:
-    workers killed, finished units kept, one line saying how to resume."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

@@ -82,18 +82,28 @@ def main(fast_exit: bool = False) -> None:
     (freeing numpy, rich, the tokenizer spec, module by module, and multiprocessing's exit handlers
     for a pool already shut down): 0.06-0.07 s of a ~1 s run on 55 MB with 2 workers."""
     args = sys.argv[1:]
-    from pipeline import trace
-    trace.event("main")
-    if args[:1] == ["tokenize"] and (options := tokenize_args(args[1:])) is not None:
-        import pipeline.blas_threads  # noqa: F401  (before anything loads numpy)
-        _warm_for(options)
-        from pipeline.tokenize_command import exit_code, tokenize_command
-        code = exit_code(tokenize_command, **options)
-        if fast_exit:
-            _exit_now(code)
-        sys.exit(code)
-    from pipeline.cli import app
-    app()
+    from pipeline.interrupts import RESUME_HINT, describe, stop_on_signals
+    try:
+        with stop_on_signals():
+            from pipeline import trace
+            trace.event("main")
+            if args[:1] == ["tokenize"] and (options := tokenize_args(args[1:])) is not None:
+                import pipeline.blas_threads  # noqa: F401  (before anything loads numpy)
+                _warm_for(options)
+                from pipeline.tokenize_command import exit_code, tokenize_command
+                code = exit_code(tokenize_command, hint=RESUME_HINT, **options)
+            else:
+                from pipeline.cli import app
+                app()
+                return
+    except KeyboardInterrupt as e:
+        # Ctrl-C or SIGTERM before a command's own handling (exit_code): while the CLI imports (~0.3 s),
+        # reads the recipe or starts the forkserver. It was a KeyboardInterrupt traceback.
+        what, code = describe(e)
+        sys.stderr.write(f"{what}: {RESUME_HINT}\n" if args[:1] == ["tokenize"] else f"{what}\n")
+    if fast_exit:
+        _exit_now(code)
+    sys.exit(code)
 
 
 def console() -> None:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pipeline.errors import PrepError
+from pipeline.interrupts import describe, stop_on_signals
 
 __all__ = ["tokenize_command", "exit_code", "err", "out"]
 
@@ -20,16 +21,20 @@ err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 
-def exit_code(fn, *args, **kwargs) -> int:
-    """Run `fn`; a PrepError becomes one line on stderr and 1, Ctrl-C (or SIGTERM) a resume hint and 130."""
+def exit_code(fn, *args, hint: str = "", **kwargs) -> int:
+    """Run `fn`; a PrepError becomes one line on stderr and 1, Ctrl-C one line (with `hint`: what a
+    re-run does) and 130, SIGTERM the same and 143 (pipeline.interrupts)."""
     try:
-        fn(*args, **kwargs)
+        with stop_on_signals():
+            fn(*args, **kwargs)
     except PrepError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         return 1
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted:[/] finished units are kept; re-run the same command to resume", markup=True)
-        return 130
+    except KeyboardInterrupt as e:
+        what, code = describe(e)
+        err.print(f"[yellow]{what}[/]" + (f"[yellow]:[/] {escape(hint)}" if hint else ""), markup=True,
+                  highlight=False, soft_wrap=True)
+        return code
     return 0
 
 

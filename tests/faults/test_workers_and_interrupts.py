@@ -112,8 +112,8 @@ def test_forkserver_killed_mid_run_is_named_not_a_worker(tmp_path, recipe, refer
 @pytest.mark.parametrize("target", ["group", "parent", "sigterm"])
 def test_ctrl_c_stops_workers_keeps_finished_units(tmp_path, recipe, reference, target):
     """Ctrl-C in a terminal signals the whole process group ("group"); `kill -INT` only the parent;
-    SIGTERM (Slurm's time limit, `kill`) is handled the same way. The workers are parked mid-unit
-    (SIGSTOP) so the interrupt surely lands mid-run."""
+    SIGTERM (Slurm's time limit, `kill`) is handled the same way, with its own line and exit code 143.
+    The workers are parked mid-unit (SIGSTOP) so the interrupt surely lands mid-run."""
     out = tmp_path / "out"
     tag = f"sigint-{target}-{time.monotonic_ns()}"
     proc = run_prep(recipe, out, workers=2, fault="shard-tmp:3:stop", tag=tag, wait=False, start_new_session=True)
@@ -129,8 +129,9 @@ def test_ctrl_c_stops_workers_keeps_finished_units(tmp_path, recipe, reference, 
     _, err = proc.communicate(timeout=30)
     elapsed = time.monotonic() - t0
     err = err.decode()
-    assert proc.returncode == 130, err
-    assert "interrupted: finished units are kept; re-run the same command to resume" in err
+    said, code = ("terminated (SIGTERM)", 143) if target == "sigterm" else ("interrupted", 130)
+    assert proc.returncode == code, err
+    assert f"{said}: finished units are kept; re-run the same command to resume" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert elapsed < 5, elapsed
     assert_no_survivors(tag, within=3.0)

@@ -193,3 +193,37 @@ def test_a_file_url_dataset_is_its_local_directory(tmp_path, demo_tokenizer):
     for command in ("verify", "inspect"):
         result = runner.invoke(app, [command, f"file://{out}"])
         assert result.exit_code == 0, result.output
+
+
+@pytest.fixture
+def signal_handlers():
+    """The test process's SIGINT/SIGTERM handlers, put back after a test that signals itself."""
+    import signal
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(signal_handlers, capsys):
+    """The first Ctrl-C stops the command; a second one (an impatient double press) arrived while the
+    run stopped its workers and dropped its shard being built, and cut that short: a traceback per cut,
+    the process killed by SIGINT."""
+    import os
+    import signal
+
+    from pipeline.tokenize_command import exit_code
+    cleaned = []
+
+    def run():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, mid-run
+            raise AssertionError("not interrupted")
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)  # and again, while the run stops its workers
+            cleaned.append(True)
+
+    assert exit_code(run, hint="finished units are kept") == 130
+    assert cleaned == [True]
+    assert capsys.readouterr().err == "interrupted: finished units are kept\n"
+

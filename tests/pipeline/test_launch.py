@@ -110,6 +110,24 @@ def test_help_does_not_start_anything(warmed, monkeypatch, capsys):
     assert warmed == []
 
 
+
+@pytest.mark.parametrize("where", ["pipeline.launch._warm_for", "pipeline.executor.load_tokenizer"])
+@pytest.mark.parametrize("sig,code,says", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)")])
+def test_a_signal_before_the_units_is_one_line_and_its_exit_code(tmp_path, demo_tokenizer, where, sig, code, says):
+    """Ctrl-C while the console script read the recipe and started the forkserver (before the command's
+    own handling) was a KeyboardInterrupt traceback; SIGTERM before the run took its lock killed prep
+    without a line, and after it exited 130 as a Ctrl-C. Each is one line and its code (143 = 128 + 15)."""
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          num_workers=2)
+    module, name = where.rsplit(".", 1)
+    code_ = (f"import os, signal, sys, importlib\nm = importlib.import_module({module!r})\n"
+             f"def arrive(*a, **k):\n    os.kill(os.getpid(), signal.{sig})\n    raise AssertionError('no signal')\n"
+             f"m.{name} = arrive\nfrom pipeline.launch import main\n"
+             f"sys.argv = ['prep', 'tokenize', '--recipe', {str(recipe)!r}, '--no-progress']\nmain()\n")
+    run = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stderr) == (code, f"{says}: finished units are kept; re-run the same command to "
+                                                  "resume\n")
+
 def test_the_entry_point_tokenizes_with_two_workers(tmp_path, demo_tokenizer):
     recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer=demo_tokenizer, out=tmp_path / "out",
                           num_workers=2)
