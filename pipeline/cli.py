@@ -28,18 +28,19 @@ def _root() -> None:
     """prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch."""
 
 
-def user_errors(fn):
-    """Turn a PrepError into one line on stderr and exit code 1 (Ctrl-C: a resume hint and 130, SIGTERM 143)."""
+def user_errors(fn, hint: str = ""):
+    """Turn a PrepError into one line on stderr and exit code 1 (Ctrl-C: "interrupted" and 130, SIGTERM
+    143; `hint` follows, for tokenize the resume hint: verify and inspect have nothing to resume)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        code = exit_code(fn, *args, hint=RESUME_HINT, **kwargs)
+        code = exit_code(fn, *args, hint=hint, **kwargs)
         if code:
             raise typer.Exit(code)
     return wrapper
 
 
 @app.command()
-@user_errors
+@functools.partial(user_errors, hint=RESUME_HINT)
 def tokenize(
     recipe: Path = typer.Option(..., "--recipe", "-r", help="Recipe YAML (see recipes/ and the README's recipe reference)."),
     output: str | None = typer.Option(None, "--output", "-o", help="Output directory; overrides output.dir."),

@@ -227,3 +227,19 @@ def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(signal_handlers, capsys)
     assert cleaned == [True]
     assert capsys.readouterr().err == "interrupted: finished units are kept\n"
 
+
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_ctrl_c_in_a_command_with_nothing_to_resume_says_only_interrupted(tmp_path, demo_tokenizer, monkeypatch,
+                                                                          command):
+    """The resume hint ("finished units are kept; re-run the same command to resume") is tokenize's:
+    every command printed it."""
+    from pipeline import manifest
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(manifest, "read_manifest", ctrl_c)
+    monkeypatch.setattr("pipeline.verify.verify_dataset", ctrl_c)
+    result = runner.invoke(app, [command, str(out)])
+    assert result.exit_code == 130
+    assert result.output == "interrupted\n"
