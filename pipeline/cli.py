@@ -46,7 +46,7 @@ def tokenize(
     output: str | None = typer.Option(None, "--output", "-o", help="Output directory; overrides output.dir."),
     num_workers: int | None = typer.Option(None, "--num-workers", "-j", min=1,
                                               help="Worker processes (default: the recipe's num_workers, auto = one per core). Output bytes do not depend on it."),
-    set_: list[str] = typer.Option([], "--set", help="Override a recipe key: --set output.shard_tokens=50000000 (repeatable; value parsed as YAML)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a recipe key (repeatable; the value is read as YAML): --set output.dir=out/x, --set num_workers=4."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a complete dataset, or discard an unfinished run of another recipe."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the live progress bar."),
 ) -> None:

@@ -243,3 +243,12 @@ def test_ctrl_c_in_a_command_with_nothing_to_resume_says_only_interrupted(tmp_pa
     result = runner.invoke(app, [command, str(out)])
     assert result.exit_code == 130
     assert result.output == "interrupted\n"
+
+
+@pytest.mark.parametrize("command", ["tokenize", "verify", "inspect", "bench-loader"])
+def test_help_cuts_no_option_text_on_80_columns(command):
+    """Rich cuts a word longer than the help column with "…": --set's example was
+    `output.shard_toke…` on an 80-column terminal (and in a log)."""
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0 and "--help" in result.output
+    assert "…" not in result.output, result.output
