@@ -45,7 +45,7 @@ def tokenize(
     recipe: Path = typer.Option(..., "--recipe", "-r", help="Recipe YAML (see recipes/ and the README's recipe reference)."),
     output: str | None = typer.Option(None, "--output", "-o", help="Output directory; overrides output.dir."),
     num_workers: int | None = typer.Option(None, "--num-workers", "-j", min=1,
-                                              help="Worker processes (default: the recipe's num_workers, auto = one per core). Output bytes do not depend on it."),
+                                              help="Worker processes, a number (default: the recipe's num_workers, whose 'auto' is one per core). Output bytes do not depend on it."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe key (repeatable; the value is read as YAML): --set output.dir=out/x, --set num_workers=4."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a complete dataset, or discard an unfinished run of another recipe."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the live progress bar."),
