@@ -36,7 +36,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -428,7 +428,9 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
         if not sampled:
             if compression_of(path) == "zstd" and declared >= out:  # planned as its replacement will be
                 return declared
-            note_planning_damage(path, out, e)
+            if is_damage(e):  # not a read error (EIO, a URL's timeout): the unit that reads the file again
+                # says what it meets; "replace the file" would be the wrong advice
+                note_planning_damage(path, out, e)
             return out
     if not sampled:
         return out
@@ -619,6 +621,14 @@ def decode_failures() -> tuple[type, ...]:
         return (EOFError, OSError, zlib.error, lzma.LZMAError, error)
     except ImportError:
         return (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+def is_damage(e: BaseException) -> bool:
+    """A decoder's failure on the bytes (decode_failures), not a failure to read them: bz2 and gzip
+    raise OSErrors of no errno on damage, a disk's EIO has one, a URL's timeout or reset is its own."""
+    if isinstance(e, (TimeoutError, ConnectionError)) or isinstance(e, OSError) and e.errno is not None:
+        return False
+    return isinstance(e, decode_failures())
 
 
 def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:

@@ -36,6 +36,7 @@ from pipeline.readers.base import (
     decode_failures,
     decompressor,
     file_size,
+    is_damage,
     note_planning_damage,
     open_input,
     open_raw,
@@ -145,7 +146,8 @@ def _value_units(source_index: int, fi: int, path: str, storage_options: dict | 
                         _Reads(read), piece, path, json_bytes, field, cut_short)
                 except json_cuts.CutShort as short:  # the records before the damage keep their units, as
                     # JSON Lines' do; the last unit holds the damage (it reads to the end) and fails with it
-                    note_planning_damage(path, short.end, short.error)
+                    if is_damage(short.error):  # a read error: the last unit reads the rest again
+                        note_planning_damage(path, short.end, short.error)
                     cuts, kind, why, start, end = short.cuts, short.kind, short.why, short.start, short.end
                     damaged = True
         else:

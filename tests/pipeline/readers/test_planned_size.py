@@ -5,6 +5,7 @@ only itself, no size at all), exactly what it declares where that is right."""
 from __future__ import annotations
 
 import gzip
+import io
 import random
 
 import zstandard
@@ -61,3 +62,53 @@ def test_no_or_wrong_declared_sizes_still_cover_the_whole_stream(tmp_path):
         units = compressed_ranges(0, 0, str(tmp_path / name), len(blob), 1 << 20, "jsonl")
         # the open-ended last range holds at most a unit's worth (or nothing): no straggler
         assert units[-1].end == -1 and truth - units[-1].start <= 1 << 20
+
+
+class _FailingRead(io.RawIOBase):
+    """A raw file whose reads fail with `error` once `after` bytes were read."""
+
+    def __init__(self, path, after: int, error: BaseException):
+        self.f, self.after, self.error = open(path, "rb"), after, error
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        at = self.f.tell()
+        if at >= self.after:
+            raise self.error
+        data = self.f.read(min(len(b), self.after - at))
+        b[:len(data)] = data
+        return len(data)
+
+    def tell(self):
+        return self.f.tell()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+def test_a_read_error_while_planning_is_not_taken_for_damage(tmp_path, monkeypatch):
+    """A disk's EIO or a URL's timeout half-way through the plan's decoding was recorded as damage:
+    under on_bad_record: error the run stopped at plan time saying "corrupt or truncated input ...
+    replace the file", advice that does not fit a file that is sound. A decoder's error still is damage."""
+    import errno
+
+    blob = gzip.compress(_text(300_000), 1)
+    path = tmp_path / "a.gz"
+    path.write_bytes(blob)
+    real_open = base.open_raw
+    for error in (OSError(errno.EIO, "Input/output error"), TimeoutError("read timed out")):
+        monkeypatch.setattr(base, "open_raw", lambda p, so=None, e=error: _FailingRead(p, len(blob) // 2, e))
+        with base.planning():
+            base.planned_decompressed_size(str(path), len(blob))
+            assert str(path) not in base.planning_damage(), error
+    monkeypatch.setattr(base, "open_raw", real_open)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0xFF
+    for name, damaged in (("cut.gz", blob[:len(blob) // 2]), ("flipped.gz", bytes(flipped))):
+        (tmp_path / name).write_bytes(damaged)
+        with base.planning():
+            base.planned_decompressed_size(str(tmp_path / name), len(damaged))
+            assert str(tmp_path / name) in base.planning_damage(), name
