@@ -3,9 +3,11 @@
 SIGTERM (a Slurm time limit, `docker stop`, plain `kill`) stops a run as Ctrl-C does (workers killed,
 finished units kept) and exits 143, as a process killed by it would (130 was Ctrl-C's code, and
 before a run had taken its lock SIGTERM killed prep with no line at all). The first signal raises; the
-ones after it are ignored, so the cleanup the first one unwinds (workers killed and joined, the shard
-being built dropped, the lock released, the line printed) runs to its end: a second Ctrl-C used to cut
-it short, one traceback per cut and the process killed by SIGINT.
+ones in the GRACE_S after it are ignored, so the cleanup the first one unwinds (workers killed and
+joined, the shard being built dropped, the lock released, the line printed) runs to its end: a second
+Ctrl-C used to cut it short, one traceback per cut and the process killed by SIGINT (8 signals 1-5 ms
+apart). One later than that exits at once with a line (os._exit): a cleanup that hangs (a worker in
+uninterruptible disk I/O) can still be left without kill -9.
 
 Light (signal, threading): pipeline.launch uses it before the CLI's imports.
 """
@@ -13,8 +15,10 @@ Light (signal, threading): pipeline.launch uses it before the CLI's imports.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+import time
 
 __all__ = ["Terminated", "stop_on_signals", "sigterm_as_interrupt", "describe", "RESUME_HINT"]
 
@@ -25,14 +29,20 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt (so everything that stops on one stops on both)."""
 
 
-_signalled = [False]  # whether _stop ran: the process is then on its way out, the signals stay ignored
+GRACE_S = 2.0  # seconds after a first signal in which more are ignored: a burst, not a request
+_first: list[float | None] = [None]  # time.monotonic() of the first signal since _stop was installed
 
 
 def _stop(signum, frame):
-    _signalled[0] = True
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _first[0] is None:
+        _first[0] = time.monotonic()
+        raise stop
+    if time.monotonic() - _first[0] < GRACE_S:
+        return  # the cleanup the first one started goes on
+    what, code = describe(stop)
+    os.write(2, f"{what} again: exiting now, before the cleanup ended\n".encode())
+    os._exit(code)
 
 
 def _installed() -> bool:
@@ -40,22 +50,24 @@ def _installed() -> bool:
 
 
 @contextlib.contextmanager
-def stop_on_signals():
-    """A CLI command: SIGINT raises KeyboardInterrupt, SIGTERM Terminated, once. After one of them
-    both stay ignored (the process exits); otherwise the handlers are put back. A signal ignored where
-    prep started (`nohup`, `cmd &` in a script ignores SIGINT) stays ignored. Re-entrant."""
+def stop_on_signals(until_exit: bool = False):
+    """A command: SIGINT raises KeyboardInterrupt, SIGTERM Terminated, once (see the module doc).
+    The handlers are put back after, unless `until_exit` (the console script, pipeline.launch, which
+    exits once the line is printed) and a signal came: a library caller (exit_code) keeps its Ctrl-C.
+    A signal ignored where prep started (`nohup`, `cmd &` in a script ignores SIGINT) stays ignored.
+    Re-entrant: inside another, it does nothing."""
     if threading.current_thread() is not threading.main_thread() or _installed():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _signalled[0] = False
+    _first[0] = None
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(sig, _stop)
     try:
         yield
     finally:
-        if not _signalled[0]:
+        if not (until_exit and _first[0] is not None):
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
@@ -69,6 +81,7 @@ def sigterm_as_interrupt():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _first[0] = None
     signal.signal(signal.SIGTERM, _stop)
     try:
         yield

@@ -84,7 +84,7 @@ def main(fast_exit: bool = False) -> None:
     args = sys.argv[1:]
     from pipeline.interrupts import RESUME_HINT, describe, stop_on_signals
     try:
-        with stop_on_signals():
+        with stop_on_signals(until_exit=True):
             from pipeline import trace
             trace.event("main")
             if args[:1] == ["tokenize"] and (options := tokenize_args(args[1:])) is not None:
