@@ -449,18 +449,18 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
     if path.endswith(".json") or os.sep in path and not path.count("/") == 1:
         raise PrepError(f"tokenizer.path: {path} does not exist (a tokenizer.json path, a hub id such as "
                         "gpt2, or tiktoken:<encoding>)")
-    definition = _from_hub(path)
-    return definition, _hub_config_folder(path)
+    reason = hub.unreachable()  # probed once: each probe may wait its 3 s timeout where packets are dropped
+    return _from_hub(path, reason), _hub_config_folder(path, reason)
 
 
-def _hub_config_folder(repo: str) -> Path | None:
+def _hub_config_folder(repo: str, unreachable: str | None) -> Path | None:
     """The local folder of a hub repo's tokenizer_config.json (fetched while the hub answers, else the
     cache's copy), or None. Without it a hub id took its boundary token from the built-in candidates
     while the same model as a folder took the config's: Qwen2.5-Instruct's eos <|im_end|> by folder,
     <|endoftext|> by hub id."""
     try:
         import huggingface_hub
-        if hub.unreachable() is None:
+        if unreachable is None:
             try:
                 return Path(huggingface_hub.hf_hub_download(repo, "tokenizer_config.json")).parent
             except Exception:  # the repo has none (404), a gated repo: the cache may still hold one
@@ -471,12 +471,11 @@ def _hub_config_folder(repo: str) -> Path | None:
     return Path(cached).parent if isinstance(cached, str) else None
 
 
-def _from_hub(path: str) -> str:
+def _from_hub(path: str, reason: str | None) -> str:
     """A hub id's tokenizer.json: fetched as tokenizers does while the hub answers; else (no network,
     or HF_HUB_OFFLINE=1) the copy in the local Hugging Face cache, at once. huggingface_hub retries a
     connection that fails 5 times (1 + 2 + 4 + 8 + 8 s), so offline every run waited ~23 s before it
-    fell back to that copy or failed."""
-    reason = hub.unreachable()
+    fell back to that copy or failed. `reason`: hub.unreachable()'s answer."""
     if reason is None:
         from tokenizers import Tokenizer
         try:

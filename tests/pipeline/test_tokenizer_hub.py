@@ -158,3 +158,13 @@ def test_a_hub_id_takes_its_boundary_token_from_the_repos_tokenizer_config(hf_ca
         (snapshot / "tokenizer_config.json").write_text(config)
     spec = ptok.load_tokenizer(TokenizerConfig(path="org/chat", boundary="eos", backend="hf"))
     assert spec.eos_id == im_end != 0  # 0 is <|endoftext|>, the built-in candidate it took before
+
+
+def test_a_hub_id_probes_the_hub_once(hf_cache, no_download, monkeypatch):
+    """The tokenizer_config.json lookup probed again: each probe may wait its 3 s timeout where the
+    network drops packets."""
+    hf_cache("org/tok", '{"cached": true}')
+    probes = []
+    monkeypatch.setattr(hub_probe, "unreachable", lambda: probes.append(1) or "no route")
+    assert ptok._read_definition("org/tok") == ('{"cached": true}', None)
+    assert len(probes) == 1
