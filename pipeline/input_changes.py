@@ -53,9 +53,14 @@ def _unit_key(u: WorkUnit) -> str:
 
 def remember_plan(state: RunState, units: list[WorkUnit], recipe: str) -> None:
     """After a run stopped on a file (note_stop): its recipe key and each unit's key in plan.json, for
-    `replanned` (written only then: 17 bytes a unit)."""
+    `replanned` (written only then: 17 bytes a unit). Called while the run's own error is raised: a
+    failure to write (the disk full then) must not replace that error; without the keys a replaced file
+    that plans otherwise is refused as another run, which --overwrite rebuilds."""
     if state.plan.get("stopped_on"):
-        state.update_plan(recipe_key=recipe, unit_keys=[_unit_key(u) for u in units])
+        try:
+            state.update_plan(recipe_key=recipe, unit_keys=[_unit_key(u) for u in units])
+        except OSError:
+            pass
 
 
 def replanned(old: dict, recipe: str, units: list[WorkUnit], inputs: dict[str, list]) -> int | None:

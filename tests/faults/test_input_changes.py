@@ -170,3 +170,21 @@ def test_a_group_member_left_out_then_replaced_has_its_group_redone(tmp_path):
     assert r.returncode == 0, r.stderr
     assert not json.loads((out / "manifest.json").read_text())["failed_units"]
     assert snapshot(out) == _fresh(tmp_path, recipe, "fresh")
+
+
+def test_remembering_the_plan_never_replaces_the_runs_own_error():
+    """remember_plan runs while the run's error is raised: its OSError (the disk full then) replaced
+    that error, the damaged file's name and fix lost."""
+    import errno
+    from types import SimpleNamespace
+
+    from pipeline import input_changes
+
+    tried = []
+
+    def full(**fields):
+        tried.append(sorted(fields))
+        raise OSError(errno.ENOSPC, "No space left on device")
+    state = SimpleNamespace(plan={"stopped_on": ["a.jsonl.gz"]}, update_plan=full)
+    input_changes.remember_plan(state, [], "key")  # no OSError
+    assert tried == [["recipe_key", "unit_keys"]]  # it did try to write them
