@@ -110,13 +110,14 @@ class ArrayCache:
         for marker in self.directory.glob(f"{name}-*.json"):
             try:
                 entry = json.loads(marker.read_text())
+                fields = list(entry["fields"])  # before the unlink: a marker without them stays, not a traceback
                 if not stale(entry["inputs"]):
                     continue
                 marker.unlink()
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # half-written, or another process pruned it first
             key = marker.name[:-len(".json")]
-            for f in entry["fields"]:
+            for f in fields:
                 Path(self.directory / f"{key}.{f}.npy").unlink(missing_ok=True)
             Path(self.directory / f"{key}.lock").unlink(missing_ok=True)
             gone += 1

@@ -29,7 +29,7 @@ def check_weights(specs: list[tuple[os.PathLike | str, object]]) -> list[float]:
                 raise TypeError
             w = float(w)
         except (TypeError, ValueError):
-            raise PrepError(f"mixture weights must be numbers, got {[x for _, x in specs]!r}") from None
+            raise PrepError(f"mixture weight of {path} is {w!r}; give a number > 0 (weights are relative)") from None
         if not math.isfinite(w) or w <= 0:
             # 0 was refused as "mixture weights must be positive numbers, got [1.0, 0.0]", naming
             # neither the dataset nor what to do instead

@@ -106,9 +106,10 @@ class LoaderConfig:
         # only grouped batches by tokens: windows and packed took max_tokens and ignored it, so a batch
         # of batch_size * seq_len tokens went past the budget the caller set (4 x 32 rows under max_tokens=64)
         if self.max_tokens is not None and self.mode != "grouped":
+            fit = (f"pass batch_size={self.max_tokens // self.seq_len}" if self.max_tokens >= self.seq_len else
+                   f"one row of seq_len={self.seq_len} is already past it: lower seq_len to {self.max_tokens} or less")
             raise PrepError(f"max_tokens applies to mode 'grouped' only; mode {self.mode!r} batches are batch_size x "
-                            f"seq_len tokens: for a budget of {self.max_tokens}, pass batch_size="
-                            f"{max(1, self.max_tokens // self.seq_len)} and leave max_tokens out")
+                            f"seq_len tokens: for a budget of {self.max_tokens}, {fit} and leave max_tokens out")
         if self.max_tokens is not None and self.max_tokens < self.seq_len:
             raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of seq_len={self.seq_len} tokens (a "
                             "row is padded up to seq_len); raise max_tokens to at least seq_len, or lower seq_len")
@@ -325,7 +326,8 @@ class EpochPlan:
         if c.max_tokens is None:
             g = self.global_batch
         else:  # rows of a typical token-budget batch: budget / mean row length
-            mean = float(np.mean(np.minimum(self.sources[0].doc_index()["lengths"], c.seq_len))) or 1.0
+            s0 = self.sources[0]  # its rows' lengths: documents of 2+ tokens (Source.grouped_docs)
+            mean = float(np.mean(s0.clipped_lengths(np.arange(s0.num_samples)))) if s0.num_samples else 1.0
             g = max(1, int(c.max_tokens // max(mean, 1.0)))
         return max(1, min(50, n // (4 * g))) * g
 

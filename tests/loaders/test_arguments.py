@@ -58,7 +58,8 @@ def test_loader_arguments_are_named(dataset, kw, match):
 
 
 def test_mixture_weight_that_is_not_a_number_is_named(dataset):
-    with pytest.raises(PrepError, match=r"mixture weights must be numbers, got \['a', 1\]"):
+    # named with its dataset, as the other weight errors are (was "mixture weights must be numbers, got ['a', 1]")
+    with pytest.raises(PrepError, match=rf"mixture weight of {dataset} is 'a'; give a number > 0"):
         MemmapLoader([(dataset, "a"), (dataset, 1)], batch_size=2, seq_len=16)
 
 
@@ -84,3 +85,17 @@ def test_max_tokens_outside_grouped_is_refused(dataset, mode):
     past the budget (4 x 32 = 128 tokens under max_tokens=64)."""
     with pytest.raises(PrepError, match=r"max_tokens applies to mode 'grouped' only.*pass batch_size=2"):
         MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, max_tokens=64, cache_dir=False)
+    # a budget under one row: no batch_size fits it (it said batch_size=1, still 32 tokens over 16)
+    with pytest.raises(PrepError, match=r"budget of 16, one row of seq_len=32 is already past it: lower seq_len to 16"):
+        MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, max_tokens=16, cache_dir=False)
+
+
+def test_the_grouped_megabatch_is_sized_by_the_rows_mean_length(tmp_path):
+    """With max_tokens, the megabatch holds a multiple of budget / mean row length; the mean was taken
+    over every document, though those of 0-1 tokens are no rows: half 1-token documents halved it."""
+    from .loaderkit import make_dataset
+    d = make_dataset(tmp_path / "d", [1, 40] * 400)
+    loader = MemmapLoader(d, batch_size=1, seq_len=64, mode="grouped", max_tokens=400, cache_dir=False)
+    assert loader.plan.sources[0].num_samples == 400  # guard: the 1-token documents are not rows
+    rows = loader.plan.megabatch_rows()
+    assert rows % 10 == 0 and rows % 19 != 0  # 400 // 40 per batch; over all documents, 400 // 20.5 = 19

@@ -67,3 +67,17 @@ def test_constructing_writes_nothing(ds):
     assert loader.num_docs == 300 and not (ds / ".cache").exists()
     next(iter(loader))
     assert (ds / ".cache" / "loaders").is_dir()
+
+
+def test_prune_leaves_an_entry_it_cannot_read_and_deletes_the_stale_ones(tmp_path):
+    """A marker without "fields" (another version, an edit) was unlinked, then a KeyError traceback
+    from the loader's iteration, its arrays left behind."""
+    import json
+    cache = ArrayCache(tmp_path)
+    for epoch in range(3):
+        cache.get("grouped", {"plan": 1, "epoch": epoch}, lambda: {"order": np.arange(4)})
+    odd = tmp_path / "grouped-odd.json"
+    odd.write_text(json.dumps({"inputs": {"plan": 1, "epoch": 0}}))
+    assert cache.prune("grouped", lambda inputs: inputs["epoch"] < 2) == 2
+    left = sorted(p.name for p in tmp_path.glob("grouped-*"))
+    assert odd.name in left and len([n for n in left if n.endswith(".npy")]) == 1

@@ -64,7 +64,7 @@ def test_a_weight_that_is_not_positive_names_its_dataset(dataset, dataset_b, wei
 
 
 def test_a_bool_weight_is_refused(dataset, dataset_b):
-    with pytest.raises(PrepError, match=r"mixture weights must be numbers, got \[True, 1\]"):
+    with pytest.raises(PrepError, match=rf"mixture weight of {dataset} is True; give a number > 0"):
         MemmapLoader([(dataset, True), (dataset_b, 1)], **KW)
 
 
