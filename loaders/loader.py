@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import numbers
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ from pipeline.errors import PrepError
 from .cache import ArrayCache
 from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
-from .plan import EpochPlan, LoaderConfig, Source
+from .plan import EpochPlan, LoaderConfig, Source, is_int
 from .prefetch import Prefetcher
 from .shards import TokenShards
 
@@ -108,7 +107,7 @@ def _check_config_names(config: dict) -> None:
 
 
 def _check_count(name: str, value, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+    if not is_int(value) or value < least:
         raise PrepError(f"{name} must be an integer >= {least}, got {value!r}")
     return int(value)
 
@@ -270,7 +269,7 @@ class MemmapLoader:
             raise PrepError(f"loader state version {state.get('version')!r}; this loader reads {STATE_VERSION}")
         for key in ("epoch", "consumed"):
             v = state.get(key)
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+            if not is_int(v) or v < 0:
                 raise PrepError(f"loader state field {key!r} must be an integer >= 0, got {v!r}; pass the dict "
                                 "state_dict() returned, unchanged")
         if strict and state.get("fingerprint") != self.plan.fingerprint:

@@ -40,7 +40,7 @@ from .samplers import (
 )
 from .shards import TokenShards
 
-__all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES"]
+__all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES", "is_int"]
 
 MODES = ("windows", "packed", "grouped")
 # grouped rows are the documents of 2+ tokens (Source.grouped_docs); they were every document, so a
@@ -49,6 +49,11 @@ GROUPED_ROWS_RULE = "documents of 2+ tokens"
 GROUPED_ROWS = 2
 _INT_FIELDS = ("batch_size", "seq_len", "pad_multiple", "max_tokens", "megabatch", "seed", "samples_per_epoch")
 _BOOL_FIELDS = ("doc_aligned", "attention_mask", "shuffle", "drop_last")
+
+
+def is_int(v) -> bool:
+    """An integer (numpy's too), not a bool: True passed as 1 for counts, seeds and state fields."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +128,7 @@ class LoaderConfig:
             v = getattr(self, name)
             if v is None and defaults[name] is None:
                 continue
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            if not is_int(v):
                 none = " (or None)" if defaults[name] is None else ""
                 raise PrepError(f"{name} must be an integer{none}, got {v!r}")
             object.__setattr__(self, name, int(v))
