@@ -108,9 +108,9 @@ def _refuse_replacing_inputs(fs, root: str, url: str, paths: list[str]) -> None:
     """--overwrite replaces a remote dataset's manifest.json, rejects.jsonl and files under train/ and val/
     (upload_dataset): refused when the run reads one of them, as a local --overwrite refuses to delete
     an input (pipeline.outdir)."""
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    protocols = _protocols(fs)
     local_fs = "file" in protocols  # local://: local inputs may lie under it
-    base = os.path.realpath(root or "/") if local_fs else root
+    base = os.path.realpath(root) if local_fs else root  # never empty: _fs refuses a URL of no directory
     replaced = {f"{base}/{MANIFEST_NAME}", f"{base}/rejects.jsonl"}
     under = tuple(f"{base}/{split}/" for split in ("train", "val"))
     for path in paths:
@@ -126,6 +126,11 @@ def _refuse_replacing_inputs(fs, root: str, url: str, paths: list[str]) -> None:
             continue
         if found in replaced or found.startswith(under):
             raise reads_deleted_input(url, path)
+
+
+def _protocols(fs) -> set[str]:
+    """An fsspec filesystem's protocol names (one string, or a tuple of them)."""
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
 
 
 def _load_log(path: Path, url: str) -> dict:
@@ -148,7 +153,7 @@ def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> 
     sent = 0
     try:
         _unfinish(fs, root, log, log_path)
-        if "file" in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol):
+        if "file" in _protocols(fs):
             # local:// (a mount of a bucket, say): put_file creates no directory; object stores need none
             for split in manifest.splits:
                 fs.makedirs(f"{root}/{split}", exist_ok=True)
