@@ -106,6 +106,22 @@ def test_s3_input_and_output_equal_a_local_run(tmp_path, s3):
     assert again.already_complete
 
 
+def _fail_put(monkeypatch, fs, at: int, sent: list | None = None) -> None:
+    """fs's put_file fails with a ConnectionError on its `at`-th call (1-based); `sent` collects the
+    (dir, name) of each file put."""
+    real_put = type(fs).put_file
+    calls = {"n": 0}
+
+    def flaky_put(self, lpath, rpath, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise ConnectionError("network went away")
+        if sent is not None:
+            sent.append(rpath.rsplit("/", 2)[-2:])
+        return real_put(self, lpath, rpath, *a, **k)
+    monkeypatch.setattr(type(fs), "put_file", flaky_put)
+
+
 def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkeypatch):
     import fsspec
 
@@ -118,17 +134,7 @@ def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkey
                           "unit_bytes": 65536})
     fs = fsspec.filesystem("memory")
     sent = []
-    real_put = type(fs).put_file
-    calls = {"n": 0}
-
-    def flaky_put(self, lpath, rpath, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise ConnectionError("network went away")
-        sent.append(rpath.rsplit("/", 2)[-2:])
-        return real_put(self, lpath, rpath, *a, **k)
-
-    monkeypatch.setattr(type(fs), "put_file", flaky_put)
+    _fail_put(monkeypatch, fs, at=3, sent=sent)
     from pipeline.errors import PrepError
     with pytest.raises(PrepError, match="upload to memory://prep-upload/ds failed .* re-run the same command"):
         tokenize(r, show_progress=False)
@@ -238,15 +244,7 @@ def test_an_interrupted_overwrite_of_a_url_resumes_and_keeps_the_old_dataset_unt
     assert sorted(fs.find("/prep-replace/ds")) == old  # still complete
 
     other = _memory_recipe(tmp_path, demo_tokenizer, url, text_template="again: {text}")
-    real_put = type(fs).put_file
-    calls = {"n": 0}
-
-    def flaky_put(self, lpath, rpath, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise ConnectionError("network went away")
-        return real_put(self, lpath, rpath, *a, **k)
-    monkeypatch.setattr(type(fs), "put_file", flaky_put)
+    _fail_put(monkeypatch, fs, at=2)
     with pytest.raises(PrepError, match="upload to memory://prep-replace/ds failed"):
         tokenize(other, show_progress=False, overwrite=True)
     assert not fs.exists("/prep-replace/ds/manifest.json")
