@@ -10,21 +10,30 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
+from pipeline.cli_usage import HELP_OPTIONS, PrepGroup, print_version
+from pipeline.count_table import Column, count_table
 from pipeline.errors import PrepError
 from pipeline.interrupts import RESUME_HINT
 from pipeline.tokenize_command import err, exit_code, out, tokenize_command
+from pipeline.workers_option import parse_workers
 
 __all__ = ["app"]
 
+# rich_markup_mode=None: click's plain help, rewrapped to the terminal (or 80 columns in a log). typer's
+# rich help kept the docstrings' line breaks mid-sentence and, at 80 columns, left each option's help
+# a 19-column strip beside its metavar; its usage errors were boxed panels (now one line: cli_usage).
 app = typer.Typer(
     help="prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch.",
+    cls=PrepGroup, context_settings=HELP_OPTIONS, rich_markup_mode=None,
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=print_version, is_eager=True,
+                                 help="Print prep's version and its tokenizer engines' versions, then exit."),
+) -> None:
     """prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch."""
 
 
@@ -39,32 +48,51 @@ def user_errors(fn, hint: str = ""):
     return wrapper
 
 
-@app.command()
+def _workers(value: str | None) -> int | str | None:
+    """-j's value: a whole number >= 1, or `auto` (the recipe's `num_workers: auto`: one per core)."""
+    if value is None:
+        return None
+    workers = parse_workers(value)
+    if workers is None:
+        raise typer.BadParameter(f"{value!r} is neither a whole number >= 1 nor auto")
+    return workers
+
+
+@app.command(short_help="Tokenize a corpus into memory-mapped shards and a manifest.")
 @functools.partial(user_errors, hint=RESUME_HINT)
 def tokenize(
-    recipe: Path = typer.Option(..., "--recipe", "-r", help="Recipe YAML (see recipes/ and the README's recipe reference)."),
-    output: str | None = typer.Option(None, "--output", "-o", help="Output directory; overrides output.dir."),
-    num_workers: int | None = typer.Option(None, "--num-workers", "-j", min=1,
-                                              help="Worker processes, a number (default: the recipe's num_workers, whose 'auto' is one per core). Output bytes do not depend on it."),
-    set_: list[str] = typer.Option([], "--set", help="Override a recipe key (repeatable; the value is read as YAML): --set output.dir=out/x, --set num_workers=4."),
+    recipe: Path = typer.Option(..., "--recipe", "-r", metavar="R.yaml",
+                                help="Recipe YAML (see recipes/ and the README's recipe reference)."),
+    output: str | None = typer.Option(None, "--output", "-o", metavar="DIR",
+                                      help="Output directory or URL; overrides output.dir."),
+    num_workers: str | None = typer.Option(
+        None, "--num-workers", "-j", metavar="N|auto", callback=_workers,
+        help="Worker processes: a number, or auto for one per core (default: the recipe's num_workers). "
+             "Output bytes do not depend on it."),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Override a recipe key (repeatable; the value is read as YAML): "
+                                        "--set output.dir=out/x, --set num_workers=4."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a complete dataset, or discard an unfinished run of another recipe."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the live progress bar."),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="Show the live progress bar on a terminal (in a pipe or log: its last state, one line)."),
 ) -> None:
     """Tokenize a corpus into DIR/<split>/*.bin + *.idx shards and DIR/manifest.json.
 
     Resumable: re-running the same command after a crash or kill -9 skips finished work units and
     yields byte-identical output. A second concurrent run on the same output is refused.
+
+    Exit codes: 0 done, 1 an error (one line), 2 a usage error, 130 Ctrl-C, 143 SIGTERM.
     """
     tokenize_command(str(recipe), output=output, num_workers=num_workers, sets=set_, overwrite=overwrite,
                      progress=progress)
 
 
-@app.command()
+@app.command(short_help="Check a dataset's shards against its manifest.")
 @user_errors
 def verify(
-    directory: str = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
+    directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),
     quick: bool = typer.Option(False, "--quick", help="Sizes and index structure only: skip reading the .bin files (no sha256, no token-id check)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar (on a terminal only)."),
 ) -> None:
     """Check a dataset against its manifest: schema and version, every shard's sha256, .idx headers,
     offsets and lengths against the .bin sizes, token ids below the vocabulary size, per-split totals.
@@ -82,18 +110,30 @@ def verify(
         raise typer.Exit(1)
 
 
-@app.command("bench-loader")
+_LOADER_MODES = ("windows", "packed", "grouped")  # loaders.plan.MODES (importing it imports torch)
+
+
+def _modes(values: list[str]) -> list[str]:
+    for mode in values:
+        if mode not in _LOADER_MODES:
+            raise typer.BadParameter(f"{mode!r} is not a loader mode; give one of {', '.join(_LOADER_MODES)}")
+    return values
+
+
+@app.command("bench-loader", short_help="Measure the loaders' throughput on a dataset.")
 @user_errors
 def bench_loader(
-    directory: str = typer.Argument(..., help="Dataset directory written by `prep tokenize`."),
-    modes: list[str] = typer.Option(["windows", "packed", "grouped"], "--mode", help="Loader mode(s) to measure (repeatable)."),
-    workers: list[int] = typer.Option([0, 2], "--workers", min=0, help="DataLoader worker counts to measure (repeatable)."),
-    split: str = typer.Option("train", help="Split to read."),
-    batch_size: int = typer.Option(8, min=1, help="Rows per batch."),
-    seq_len: int = typer.Option(1024, help="Tokens per row."),
-    num_batches: int = typer.Option(200, min=1, help="Batches timed per row."),
-    step_ms: float = typer.Option(0.0, min=0.0, help="Simulated training step (ms) to measure the data-wait share; 0 = none."),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
+    directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory written by `prep tokenize`."),
+    modes: list[str] = typer.Option(list(_LOADER_MODES), "--mode", metavar="MODE", callback=_modes,
+                                    help="Loader mode to measure: windows, packed or grouped (repeatable)."),
+    workers: list[int] = typer.Option([0, 2], "--workers", min=0, metavar="N",
+                                      help="DataLoader worker count to measure (repeatable)."),
+    split: str = typer.Option("train", metavar="NAME", help="Split to read."),
+    batch_size: int = typer.Option(8, min=1, metavar="N", help="Rows per batch."),
+    seq_len: int = typer.Option(1024, min=1, metavar="N", help="Tokens per row."),
+    num_batches: int = typer.Option(200, min=1, metavar="N", help="Batches timed per row."),
+    step_ms: float = typer.Option(0.0, min=0.0, metavar="MS", help="Simulated training step (ms) to measure the data-wait share; 0 = none."),
+    device: str = typer.Option("cpu", metavar="DEVICE", help="cpu, cuda or cuda:N."),
 ) -> None:
     """Measure loader overhead: batches/s, tokens/s, time to first batch, packed fill, grouped padding,
     and (with --step-ms) the share of a training step spent waiting for data."""
@@ -112,14 +152,14 @@ def bench_loader(
     out.print(format_table(rows), markup=False, highlight=False)
 
 
-@app.command()
+@app.command(short_help="Summarize a dataset; decode its first documents.")
 @user_errors
 def inspect(
-    directory: str = typer.Argument(..., help="Dataset directory (the one holding manifest.json)."),
-    docs: int = typer.Option(0, "--docs", "-n", min=0, help="Also decode and print the first N documents of --split."),
-    split: str = typer.Option("train", help="Split whose documents --docs prints."),
+    directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),
+    docs: int = typer.Option(0, "--docs", "-n", min=0, metavar="N", help="Also decode and print the first N documents of --split."),
+    split: str = typer.Option("train", metavar="NAME", help="Split whose documents --docs prints."),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="tokenizer.json to decode --docs with, when the path the manifest names (as "
+        None, "--tokenizer", metavar="PATH", help="tokenizer.json to decode --docs with, when the path the manifest names (as "
         "given to `prep tokenize`) does not resolve from here; its sha256 must match the manifest's."),
 ) -> None:
     """Summarize a dataset from its manifest (splits, shards, tokens, tokenizer, skipped records);
@@ -139,13 +179,12 @@ def inspect(
               f"tokenizer {t.get('name')} ({t.get('backend')}, boundary {t.get('boundary')}, "
               f"bos {t.get('bos_id')}, eos {t.get('eos_id')}, sha256 {str(t.get('sha256'))[:12]})",
               markup=False, highlight=False)
-    table = Table()
-    for col in ("split", "docs", "tokens", "shards", "tokens/doc", "GB"):
-        table.add_column(col, justify="left" if col == "split" else "right")
-    for name, s in m.splits.items():
-        table.add_row(name, f"{s.num_docs:,}", f"{s.num_tokens:,}", str(len(s.shards)),
-                      f"{s.num_tokens / max(s.num_docs, 1):,.1f}", f"{s.num_tokens * m.np_dtype.itemsize / 1e9:.3f}")
-    out.print(table)
+    columns = [Column("split"), Column("docs"), Column("tokens"), Column("shards"), Column("tokens/doc", "tok/doc"),
+               Column("GB")]
+    rows = [[name, f"{s.num_docs:,}", f"{s.num_tokens:,}", f"{len(s.shards):,}",
+             f"{s.num_tokens / max(s.num_docs, 1):,.1f}", f"{s.num_tokens * m.np_dtype.itemsize / 1e9:,.3f}"]
+            for name, s in m.splits.items()]
+    out.print(count_table(columns, rows, out.width), soft_wrap=False)
     if m.skipped:
         out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in m.skipped.items()), markup=False)
     if m.failed_units:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pipeline.workers_option import parse_workers, worker_overrides
+
 __all__ = ["main", "console", "tokenize_args"]
 
 _VALUED = {"--recipe": "recipe", "-r": "recipe", "--output": "output", "-o": "output",
@@ -44,11 +46,9 @@ def tokenize_args(args: list[str]) -> dict | None:
             if key == "sets":
                 opts["sets"].append(value)
             elif key == "num_workers":
-                # ascii: str.isdigit() holds for '³' (int() raises: a traceback) and '٣' (int() reads 3,
-                # where the CLI's parser refuses it); the CLI reports both
-                if not (value.isascii() and value.isdigit()) or int(value) < 1:
-                    return None
-                opts[key] = int(value)
+                if (workers := parse_workers(value)) is None:  # the CLI's own reading of -j
+                    return None  # the CLI reports it
+                opts[key] = workers
             else:
                 opts[key] = value  # the last one wins, as in the CLI
         elif not eq and name in _FLAGS:
@@ -69,8 +69,9 @@ def _warm_for(options: dict) -> None:
         from pipeline.recipe import Recipe
         # not validated: a directory source's census would come before the forkserver's start (100,000
         # files: ~0.3 s of the parent's, while the forkserver's imports could run on the other core)
-        recipe = Recipe.from_yaml(options["recipe"], options["sets"], options["output"], validate=False)
-        if (options["num_workers"] or recipe.resolved_num_workers()) > 1:
+        num_workers, sets = worker_overrides(options["num_workers"], options["sets"])
+        recipe = Recipe.from_yaml(options["recipe"], sets, options["output"], validate=False)
+        if (num_workers or recipe.resolved_num_workers()) > 1:
             warm_forkserver(recipe)  # the same test as tokenize_command's
     except Exception:  # tokenize_command reads the recipe again and reports what is wrong with it
         return

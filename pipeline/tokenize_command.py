@@ -14,11 +14,14 @@ from rich.markup import escape
 
 from pipeline.errors import PrepError
 from pipeline.interrupts import describe, stop_on_signals
+from pipeline.workers_option import worker_overrides
 
 __all__ = ["tokenize_command", "exit_code", "err", "out"]
 
 err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
+# markup off: what it prints holds user paths and names, and rich read `out/[v2]` as a style tag and
+# printed `out/` (the summary, the notes); prints that want markup ask for it
+out = Console(soft_wrap=True, markup=False)
 
 
 def exit_code(fn, *args, hint: str = "", **kwargs) -> int:
@@ -38,11 +41,12 @@ def exit_code(fn, *args, hint: str = "", **kwargs) -> int:
     return 0
 
 
-def tokenize_command(recipe: str, output: str | None = None, num_workers: int | None = None,
+def tokenize_command(recipe: str, output: str | None = None, num_workers: int | str | None = None,
                      sets: list[str] = (), overwrite: bool = False, progress: bool = True) -> None:
     from pipeline.recipe import Recipe
 
-    r = Recipe.from_yaml(recipe, list(sets), output)
+    num_workers, sets = worker_overrides(num_workers, sets)
+    r = Recipe.from_yaml(recipe, sets, output)
     if (num_workers or r.resolved_num_workers()) > 1:
         from pipeline.pool import warm_forkserver
         warm_forkserver(r)  # its imports overlap the parent's own and the tokenizer load
@@ -57,19 +61,17 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
 
 
 def _print_summary(name: str, result) -> None:
-    from rich.table import Table
+    from pipeline.count_table import Column, count_table
 
     m = result.manifest
     if result.already_complete:
         # "nothing to tokenize", not "to do": a URL output's re-run may still finish its upload (a note below)
         out.print(f"{result.out}: already complete for this recipe; nothing to tokenize (--overwrite to rebuild)")
-    table = Table(title=f"{name} -> {result.out}", title_justify="left")
-    for col in ("split", "docs", "tokens", "shards", "tokens/doc"):
-        table.add_column(col, justify="right" if col != "split" else "left")
-    for split, s in m.splits.items():
-        table.add_row(split, f"{s.num_docs:,}", f"{s.num_tokens:,}", str(len(s.shards)),
-                      f"{s.num_tokens / max(s.num_docs, 1):,.1f}")
-    out.print(table)
+    out.print(f"{name} -> {result.out}", style="italic")  # whole: a path is never wrapped or cut
+    columns = [Column("split"), Column("docs"), Column("tokens"), Column("shards"), Column("tokens/doc", "tok/doc")]
+    rows = [[split, f"{s.num_docs:,}", f"{s.num_tokens:,}", f"{len(s.shards):,}", f"{s.num_tokens / max(s.num_docs, 1):,.1f}"]
+            for split, s in m.splits.items()]
+    out.print(count_table(columns, rows, out.width), soft_wrap=False)
     if not result.already_complete:
         toks = result.tokens_run  # a resumed run: its own units' tokens, as input_bytes counts its own bytes
         secs = max(result.seconds, 1e-9)

@@ -21,6 +21,7 @@ def _opts(recipe="r.yaml", **kw):
 @pytest.mark.parametrize("args,want", [
     (["--recipe", "r.yaml"], _opts()),
     (["-r", "./r.yaml", "-j", "3"], _opts(num_workers=3)),
+    (["-r", "r.yaml", "-j", "auto"], _opts(num_workers="auto")),  # was left to the CLI, which refused it
     (["--recipe=r.yaml", "--num-workers=2", "--no-progress"], _opts(num_workers=2, progress=False)),
     (["--set", "num_workers=4", "--recipe", "r.yaml", "--set=output.dir=x"], _opts(sets=["num_workers=4", "output.dir=x"])),
     (["--overwrite", "--output", "o", "-r", "r.yaml", "--progress"], _opts(output="o", overwrite=True)),
@@ -65,7 +66,7 @@ def _typer_reads(args: list[str]) -> dict | None:
     ["-r", "r.yaml", "-o", "a", "-o", "b"], ["-r", "r.yaml", "-j", "99999999999999999999999"],
     ["-r", "r.yaml", "-j", "³"], ["-r", "r.yaml", "-j", "٣"], ["-r", "r.yaml", "-j", "-1"], ["-r", "r.yaml", "--"],
     ["-r", "r.yaml", "--", "x"], ["--", "-r", "r.yaml"], ["-r", "r.yaml", "-h"], ["-r", "r.yaml", "--over"],
-    ["-r", "r.yaml", "--help=x"], ["-r", "r.yaml", "-"],
+    ["-r", "r.yaml", "--help=x"], ["-r", "r.yaml", "-"], ["-r", "r.yaml", "-j", "auto"], ["-r", "r.yaml", "-j", "Auto"],
 ])
 def test_the_fast_path_never_reads_a_command_line_otherwise_than_typer(args):
     """The console script's own reading is a shortcut: where it reads a command line at all, typer's
@@ -86,6 +87,8 @@ def warmed(monkeypatch):
     (2, ["-j", "1"], 0),
     (1, ["--num-workers", "2"], 1),
     (1, ["--set", "num_workers=2"], 1),
+    (1, ["-j", "auto"], 1),  # one per core: this machine's 2 or more
+    (2, ["--set", "num_workers=auto", "-j", "1"], 0),
 ])
 def test_the_forkserver_starts_early_when_workers_are_coming(tmp_path, warmed, recipe_workers, args, want):
     recipe = write_recipe(tmp_path / "r.yaml", corpus=DEMO_CORPUS, tokenizer="t.json", out=tmp_path / "out",
