@@ -25,6 +25,7 @@ import numpy as np
 from pipeline.errors import PrepError
 
 from .cache import ArrayCache
+from .options import check_options_apply
 from .packing import concat_max_segments, concat_num_rows, plan_bfd
 from .samplers import (
     derive_key,
@@ -118,6 +119,7 @@ class LoaderConfig:
         if self.max_tokens is not None and self.max_tokens < self.seq_len:
             raise PrepError(f"max_tokens={self.max_tokens} cannot hold one row of seq_len={self.seq_len} tokens (a "
                             "row is padded up to seq_len); raise max_tokens to at least seq_len, or lower seq_len")
+        check_options_apply(self)  # pad_multiple in windows mode & co. were taken and ignored
 
     def _check_types(self) -> None:
         """Each field's type, named: a float or str batch_size/seq_len failed deep in numpy or torch on

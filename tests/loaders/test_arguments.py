@@ -99,3 +99,47 @@ def test_the_grouped_megabatch_is_sized_by_the_rows_mean_length(tmp_path):
     assert loader.plan.sources[0].num_samples == 400  # guard: the 1-token documents are not rows
     rows = loader.plan.megabatch_rows()
     assert rows % 10 == 0 and rows % 19 != 0  # 400 // 40 per batch; over all documents, 400 // 20.5 = 19
+
+
+@pytest.mark.parametrize("mode, kw, where", [
+    ("windows", {"pad_multiple": 16}, "mode 'grouped'"),
+    ("packed", {"pad_multiple": 16}, "mode 'grouped'"),
+    ("windows", {"megabatch": 8}, "mode 'grouped'"),
+    ("packed", {"doc_aligned": True}, "mode 'windows'"),
+    ("grouped", {"doc_aligned": True}, "mode 'windows'"),
+    ("windows", {"packing": "concat"}, "mode 'packed'"),
+    ("grouped", {"packing": "concat"}, "mode 'packed'"),
+    ("windows", {"long_docs": "truncate"}, "mode 'packed' with packing='bfd'"),
+    ("packed", {"packing": "concat", "long_docs": "truncate"}, "mode 'packed' with packing='bfd'"),
+    ("windows", {"attention_mask": True}, "mode 'packed'"),
+    ("grouped", {"attention_mask": True}, "mode 'packed' (grouped batches always carry"),
+])
+def test_an_option_with_no_effect_in_the_mode_is_refused(dataset, mode, kw, where):
+    """pad_multiple=16 in windows mode, doc_aligned in packed mode, ... were taken and silently ignored."""
+    option = list(kw)[-1]
+    with pytest.raises(PrepError) as e:
+        MemmapLoader(dataset, batch_size=2, seq_len=16, mode=mode, cache_dir=False, **kw)
+    msg = str(e.value)
+    assert msg.startswith(f"{option}={kw[option]!r} has no effect in mode {mode!r}") and "\n" not in msg
+    assert f"it applies to {where}" in msg and f"leave {option} out" in msg
+
+
+@pytest.mark.parametrize("mode", ["windows", "packed", "grouped"])
+def test_every_option_at_its_default_is_taken_in_every_mode(dataset, mode):
+    """A config shared across modes may pass every option explicitly at its default value."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(LoaderConfig) if f.name not in ("batch_size", "seq_len", "mode")}
+    loader = MemmapLoader(dataset, batch_size=2, seq_len=16, mode=mode, cache_dir=False, **defaults)
+    assert next(iter(loader))["input_ids"].shape[0] == 2
+
+
+def test_bench_gives_a_mode_only_the_options_that_act_in_it(dataset):
+    from loaders.bench import run_loader_bench
+
+    rows = run_loader_bench(dataset, modes=("windows", "grouped"), num_workers=(0,), batch_size=2, seq_len=32,
+                            num_batches=2, pad_multiple=8)  # grouped's option; windows runs without it
+    assert [r["mode"] for r in rows] == ["windows", "grouped"]
+    with pytest.raises(PrepError, match="pad_multiple=8 has no effect in mode 'windows'"):  # acts in no benched mode
+        run_loader_bench(dataset, modes=("windows",), num_workers=(0,), batch_size=2, seq_len=32, num_batches=2,
+                         pad_multiple=8)
