@@ -5,13 +5,14 @@
 
 Each row: mode, workers, batches_per_s, tokens_per_s (input positions, padding included),
 first_batch_s (construct + first batch, derived arrays already cached), cold_first_batch_s (the
-same with an empty cache: includes building the document index / pack plan / epoch order; the same
-value on every row of a mode), fill (packed) or padding_fraction (grouped), and data_wait_share:
+same with an empty cache: includes building the document index / pack plan / epoch order; measured
+for each row, with its own worker count), fill (packed) or padding_fraction (grouped), and data_wait_share:
 the share of wall time spent waiting for the next batch while a device step of `step_ms` is
 simulated (None when step_ms is 0). On CUDA the step is a spin kernel followed by a synchronize
 (the usual per-step `loss.item()`); on CPU it is a sleep, during which workers keep producing.
-The arrays derived for the bench go to a temporary cache dir (unless cache_dir is given), so it
-neither depends on nor pollutes DIR/.cache.
+The arrays derived for the bench go to a fresh temporary directory per row (under cache_dir when
+given), so it neither depends on nor pollutes DIR/.cache, and every row's cold start is cold.
+Loader options meant for some modes only (pad_multiple, packing, ...) go to the modes they act in.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from pipeline.errors import PrepError
 
 from .loader import MemmapLoader, TooSmallForABatch
+from .options import applies, options_for_mode
 
 __all__ = ["run_loader_bench", "format_table", "private_memory_bytes", "memory_breakdown"]
 
@@ -87,49 +89,57 @@ def run_loader_bench(path: str | os.PathLike, *, modes: Sequence[str] = ("window
     # --step-ms inf passed the CLI's min=0 and failed as an OverflowError traceback from time.sleep
     if not math.isfinite(step_ms) or step_ms < 0:
         raise PrepError(f"step_ms must be a finite number of milliseconds >= 0 (0: no simulated step), got {step_ms!r}")
-    tmp = None if cache_dir is not None else tempfile.mkdtemp(prefix="prep-bench-")
-    cache = cache_dir if cache_dir is not None else tmp
-    kw = dict(split=split, batch_size=batch_size, seq_len=seq_len, seed=seed, device=device, **loader_kwargs)
+    kw = dict(split=split, batch_size=batch_size, seq_len=seq_len, seed=seed, device=device)
+    packing = loader_kwargs.get("packing", "bfd")
+    # an option that acts in none of the benched modes goes to every one, so the loader refuses it by name
+    acts_nowhere = {k: v for k, v in loader_kwargs.items() if not any(applies(k, m, packing) for m in modes)}
+    if cache_dir is not None:
+        os.makedirs(cache_dir, exist_ok=True)
     rows = []
-    try:
-        for mode in modes:
-            cold = None
-            for workers in num_workers:
-                loader, it, first_s = _first_batch(path, mode, workers, cache, **kw)
-                if cold is None:  # the first run of a mode built the cache: that is the cold start
-                    cold = first_s
-                    loader.close()
-                    loader, it, first_s = _first_batch(path, mode, workers, cache, **kw)
-                stats = loader.stats()
-                done, positions, waited = 0, 0, 0.0
-                t0 = time.perf_counter()
-                while done < num_batches:
-                    t = time.perf_counter()
-                    try:
-                        batch = next(it)
-                    except StopIteration:  # epoch end: carry on with the next epoch
-                        it = iter(loader)
-                        continue
-                    waited += time.perf_counter() - t
-                    positions += batch["input_ids"].numel()
-                    done += 1
-                    if step_ms:
-                        _simulate_step(step_ms, loader.device)
-                if loader.device.type == "cuda":
-                    torch.cuda.synchronize(loader.device)
-                elapsed = time.perf_counter() - t0
-                loader.close()
-                rows.append({
-                    "mode": mode, "workers": workers, "batches_per_s": done / elapsed,
-                    "tokens_per_s": positions / elapsed, "first_batch_s": first_s, "cold_first_batch_s": cold,
-                    "fill": stats.get("fill"), "padding_fraction": stats.get("padding_fraction"),
-                    "data_wait_share": waited / elapsed if step_ms else None,
-                    "batch_size": batch_size, "seq_len": seq_len, "device": str(loader.device),
-                })
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    for mode in modes:
+        mode_kw = {**kw, **options_for_mode(loader_kwargs, mode), **acts_nowhere}
+        for workers in num_workers:
+            # each row's own empty cache: the cold start was measured on a mode's first row only and
+            # printed on every row of the mode, as if measured there (with its worker count)
+            row_cache = tempfile.mkdtemp(prefix="prep-bench-", dir=cache_dir)
+            try:
+                rows.append(_bench_row(path, mode, workers, row_cache, mode_kw, num_batches, step_ms))
+            finally:
+                shutil.rmtree(row_cache, ignore_errors=True)
     return rows
+
+
+def _bench_row(path, mode: str, workers: int, cache_dir: str, kw: dict, num_batches: int, step_ms: float) -> dict:
+    """One row: a cold first batch (empty `cache_dir`), then a warm one and `num_batches` timed batches."""
+    loader, it, cold = _first_batch(path, mode, workers, cache_dir, **kw)
+    loader.close()
+    loader, it, first_s = _first_batch(path, mode, workers, cache_dir, **kw)
+    try:
+        stats = loader.stats()
+        done, positions, waited = 0, 0, 0.0
+        t0 = time.perf_counter()
+        while done < num_batches:
+            t = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:  # epoch end: carry on with the next epoch
+                it = iter(loader)
+                continue
+            waited += time.perf_counter() - t
+            positions += batch["input_ids"].numel()
+            done += 1
+            if step_ms:
+                _simulate_step(step_ms, loader.device)
+        if loader.device.type == "cuda":
+            torch.cuda.synchronize(loader.device)
+        elapsed = time.perf_counter() - t0
+    finally:
+        loader.close()
+    return {"mode": mode, "workers": workers, "batches_per_s": done / elapsed,
+            "tokens_per_s": positions / elapsed, "first_batch_s": first_s, "cold_first_batch_s": cold,
+            "fill": stats.get("fill"), "padding_fraction": stats.get("padding_fraction"),
+            "data_wait_share": waited / elapsed if step_ms else None,
+            "batch_size": kw["batch_size"], "seq_len": kw["seq_len"], "device": str(loader.device)}
 
 
 def format_table(rows: list[dict]) -> str:

@@ -42,3 +42,30 @@ def test_a_step_that_is_not_finite_is_one_line(dataset, step):
     assert result.exit_code == 1, result.output
     assert "step_ms must be a finite number of milliseconds" in result.output
     assert "Traceback" not in result.output and result.output.strip().count("\n") == 0
+
+
+def test_cold_first_batch_is_measured_on_each_row(dataset, monkeypatch):
+    """The cold first batch was measured on a mode's first row (0 workers) only and printed on every row
+    of the mode, as if measured there. Each row now times its own, on an empty cache, with its workers."""
+    from pathlib import Path
+
+    import loaders.bench as bench
+
+    real, calls = bench._first_batch, []
+
+    def spy(path, mode, workers, cache_dir, **kw):
+        empty = not any(Path(cache_dir).iterdir())
+        loader, it, _ = real(path, mode, workers, cache_dir, **kw)
+        calls.append((mode, workers, empty))
+        return loader, it, float(len(calls))  # a distinct figure per call tells which call a row shows
+
+    monkeypatch.setattr(bench, "_first_batch", spy)
+    rows = run_loader_bench(dataset, modes=("windows", "packed", "grouped"), num_workers=(0, 1), batch_size=2,
+                            seq_len=32, num_batches=2)
+    assert len(rows) == 6
+    for r in rows:
+        cold, warm = int(r["cold_first_batch_s"]) - 1, int(r["first_batch_s"]) - 1
+        assert calls[cold] == (r["mode"], r["workers"], True)  # this row's own run, on an empty cache
+        assert calls[warm][:2] == (r["mode"], r["workers"]) and warm > cold
+        if r["mode"] != "windows":  # tiled windows derive no array; the others' warm run finds the cold one's
+            assert calls[warm][2] is False
