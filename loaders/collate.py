@@ -179,7 +179,10 @@ def finish_batch(raw: dict, attention_mask: bool = False) -> dict:
     x = parts["tokens"]
     if mode == "windows":
         x = to_long(x)
-        labels = x[:, 1:].contiguous()
+        # clone, not contiguous(): with batch_size 1 the slice is already contiguous, so contiguous()
+        # returned a view and masking a padding row wrote -100 into its input_ids (an out-of-range
+        # embedding index on the GPU)
+        labels = x[:, 1:].clone()
         labels[n:] = IGNORE_INDEX
         return {"input_ids": x[:, :-1].contiguous(), "labels": labels}
     if mode == "grouped":

@@ -116,3 +116,23 @@ def test_grouped_covers_each_document_with_a_target_once(tmp_path_factory, lens,
         assert np.all(b["labels"][~real] == -100)  # padding rows none
         firsts.extend((b["input_ids"][real, 0] - 1).tolist())
     assert sorted(firsts) == sorted(starts[lens >= 2].tolist())
+
+
+@pytest.mark.parametrize("mode", ["windows", "packed", "grouped"])
+def test_more_ranks_than_rows_get_clean_padding_rows(small, mode):
+    """batch_size 1, drop_last=False, more ranks than the epoch's last global batch has rows: a rank left
+    without a row gets a padding row. In windows mode its input_ids held -100 (masking the labels wrote
+    through a view into the tokens): an out-of-range embedding index on the GPU."""
+    world, seen, padding = 8, [], 0
+    for rank in range(world):
+        loader = MemmapLoader(small, batch_size=1, seq_len=20, mode=mode, rank=rank, world_size=world,
+                              drop_last=False, cache_dir=False)
+        batches = collect(loader)
+        seen.append(len(batches))
+        for b in batches:
+            assert b["input_ids"].min() >= 0
+            if b["input_ids"].max() == 0:  # a padding row (position ids start at 1): nothing to learn
+                assert np.all(b["labels"] == -100)
+                padding += 1
+    assert len(set(seen)) == 1  # every rank takes the same number of steps
+    assert padding  # guard: 12 windows, 13 packed rows, 5 documents for 8 ranks: some ranks pad
