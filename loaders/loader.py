@@ -72,6 +72,19 @@ class _StartSampler(Sampler):
         return len(self.starts)
 
 
+def _too_small_advice(plan: EpochPlan, world_size: int) -> str:
+    """What makes an epoch hold one global batch. "lower batch_size" was the advice with batch_size 1
+    on 8 ranks (the ranks make the batch) and with max_tokens (batch_size sets no batch's size)."""
+    c = plan.cfg
+    if plan.token_budget():  # one micro-batch per rank and step
+        fixes = [f"lower max_tokens (now {c.max_tokens})", f"use fewer than {world_size} ranks"]
+    else:
+        fixes = [f"lower batch_size (now {c.batch_size})"] if c.batch_size > 1 else []
+        fixes += [f"use fewer than {world_size} ranks"] if world_size > 1 else []
+    fixes.append("pass drop_last=False")
+    return ", ".join(fixes[:-1]) + (", or " if len(fixes) > 1 else "") + fixes[-1]
+
+
 def _passthrough(raw):
     return raw
 
@@ -208,7 +221,7 @@ class MemmapLoader:
             starts = self.plan.batch_starts(self.epoch, 0)
         epoch, n_units, step = self.epoch, self.plan.num_units(self.epoch), self.plan.units_per_step()
         if not self.plan.num_batches(epoch):
-            raise TooSmallForABatch(n_units, self.state_dict()["unit"], step)
+            raise TooSmallForABatch(n_units, self.state_dict()["unit"], step, _too_small_advice(self.plan, self.world_size))
         self.plan.prepare(epoch)  # build cached arrays here, once, before any worker starts
         self._sampler.epoch, self._sampler.starts = epoch, starts
         # One live pass at a time. A second iter() while an older pass was suspended mid-epoch left

@@ -136,3 +136,19 @@ def test_more_ranks_than_rows_get_clean_padding_rows(small, mode):
                 padding += 1
     assert len(set(seen)) == 1  # every rank takes the same number of steps
     assert padding  # guard: 12 windows, 13 packed rows, 5 documents for 8 ranks: some ranks pad
+
+
+@pytest.mark.parametrize("kw, advice", [
+    ({"batch_size": 1, "world_size": 8}, "global batch of 8; use fewer than 8 ranks, or pass drop_last=False"),
+    ({"batch_size": 2, "world_size": 4}, "lower batch_size (now 2), use fewer than 4 ranks, or pass drop_last=False"),
+    ({"batch_size": 8, "world_size": 1}, "global batch of 8; lower batch_size (now 8), or pass drop_last=False"),
+    ({"batch_size": 1, "world_size": 8, "mode": "grouped", "max_tokens": 64},
+     "lower max_tokens (now 64), use fewer than 8 ranks, or pass drop_last=False"),
+])
+def test_an_epoch_under_one_global_batch_names_what_to_change(small, kw, advice):
+    """The advice was "lower batch_size, or pass drop_last=False" also where batch_size was already 1 (the
+    ranks make the global batch) and with max_tokens (where batch_size sets no batch's size)."""
+    kw = {"mode": "grouped", "seq_len": 16, "cache_dir": False, **kw}
+    with pytest.raises(PrepError) as e:
+        next(iter(MemmapLoader(small, rank=0, **kw)))
+    assert str(e.value).startswith("an epoch has ") and str(e.value).endswith(advice)
