@@ -194,6 +194,7 @@ class MemmapLoader:
         self._sampler = _StartSampler()
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
+        self._restored = False  # load_state_dict set the position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
 
     def __getstate__(self) -> dict:
@@ -215,6 +216,7 @@ class MemmapLoader:
 
     def __iter__(self) -> Iterator[dict]:
         """The remaining batches of the current epoch; at its end the epoch advances."""
+        self._restored = False
         starts = self.plan.batch_starts(self.epoch, self.consumed)
         if not starts and self.consumed:  # resumed exactly at an epoch's end
             self.set_epoch(self.epoch + 1)
@@ -258,7 +260,21 @@ class MemmapLoader:
             s.shards.close()
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0
+        """Start `epoch` from its beginning; right after load_state_dict, the restored epoch keeps its
+        restored position (trainers call set_epoch(e) at the top of every epoch, resumed ones too)."""
+        epoch = _check_count("epoch", epoch, 0)
+        restored, self._restored = self._restored, False
+        if restored and epoch == self.epoch:
+            # `for e in range(start, E): loader.set_epoch(e); for batch in loader` after a resume set
+            # consumed to 0 here: the resumed run silently repeated the epoch's first batches
+            self._passes += 1
+            return
+        if restored and self.consumed:
+            warnings.warn(f"set_epoch({epoch}) right after load_state_dict of a state {self.consumed} "
+                          f"{self.state_dict()['unit']} into epoch {self.epoch}: that position is dropped and epoch "
+                          f"{epoch} starts from its beginning; call set_epoch({self.epoch}), or none, to resume it",
+                          stacklevel=2)
+        self.epoch, self.consumed = epoch, 0
         # a pass still open would go on with the old epoch's batches and write their count over the
         # new position (state_dict: epoch 5 with epoch 0's count): it stops instead
         self._passes += 1
@@ -291,6 +307,7 @@ class MemmapLoader:
                             "settings, or pass strict=False to resume anyway")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
         self._passes += 1  # as set_epoch: an open pass must not continue from the old position
+        self._restored = True  # until the next pass: set_epoch(this epoch) keeps the position
         return self
 
     # -- reporting ------------------------------------------------------------------------------

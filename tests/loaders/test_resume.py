@@ -227,3 +227,32 @@ def test_mixture_resume_grouped(dataset, dataset_b):
     head = collect(a, limit=9)
     assert same(head, full[:9])
     assert same(collect(MemmapLoader(mix, **args).load_state_dict(a.state_dict())), full[9:])
+
+
+def test_set_epoch_right_after_load_state_dict_keeps_the_position(dataset):
+    """The usual loop, `for e in range(start, E): loader.set_epoch(e); for batch in loader`, resumed with
+    load_state_dict before it: set_epoch reset the position, and the run repeated the epoch's first batches."""
+    args = dict(batch_size=4, seq_len=T, mode="packed", seed=3, cache_dir=False)
+    full = two_epochs(MemmapLoader(dataset, **args))
+    per_epoch = len(full) // 2
+    a = MemmapLoader(dataset, **args)
+    collect(a, limit=5)
+    b = MemmapLoader(dataset, **args).load_state_dict(a.state_dict())
+    b.set_epoch(0)
+    got = collect(b)
+    assert same(got, full[5:per_epoch])
+    b.set_epoch(1)  # the next epoch's set_epoch, after a pass: from its start, as always
+    assert same(collect(b), full[per_epoch:])
+    b.set_epoch(0)  # and without a restore in between, set_epoch restarts an epoch
+    assert same(collect(b), full[:per_epoch])
+
+
+def test_set_epoch_to_another_epoch_after_load_state_dict_warns(dataset):
+    args = dict(batch_size=4, seq_len=T, mode="windows", seed=3, cache_dir=False)
+    a = MemmapLoader(dataset, **args)
+    collect(a, limit=3)
+    b = MemmapLoader(dataset, **args).load_state_dict(a.state_dict())
+    with pytest.warns(UserWarning, match=r"set_epoch\(2\) right after load_state_dict of a state 12 samples into "
+                                         r"epoch 0: that position is dropped"):
+        b.set_epoch(2)
+    assert b.state_dict()["epoch"] == 2 and b.state_dict()["consumed"] == 0
