@@ -42,6 +42,24 @@ def check_tokenizer(tokenizer: dict, expect: str | None, where: str) -> None:
                     "that tokenizer, or pass the matching expect_tokenizer")
 
 
+def _check_root(root: Path) -> None:
+    """A directory without a manifest, told apart: read_manifest's "missing or incomplete (finish it with
+    `prep tokenize`)" was the advice for a split directory (DIR/train, a Megatron-style prefix's folder)
+    and for a run still writing, too."""
+    if (root / MANIFEST_NAME).exists():
+        return
+    if (root.parent / MANIFEST_NAME).is_file():
+        raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {root.parent}: pass {root.parent} "
+                        f"(with split={root.name!r} for this folder's split)")
+    if (root / ".prep").is_dir():  # prep tokenize's run state: the manifest is written last
+        raise PrepError(f"{root}: no {MANIFEST_NAME} yet: a `prep tokenize` run is writing this dataset or stopped "
+                        f"before finishing it ({root / '.prep'} holds its state); wait for it to end, or re-run "
+                        "the same command to finish it")
+    if not root.exists():
+        raise PrepError(f"{root}: no such directory; pass the directory `prep tokenize` wrote (the one holding "
+                        f"{MANIFEST_NAME})")
+
+
 class TokenShards:
     """`TokenShards(dir, split)`: sizes checked on open; `verify=True` also checks sha256 of every file."""
 
@@ -51,6 +69,7 @@ class TokenShards:
             raise PrepError("prep shards are little-endian; this loader does not support big-endian hosts")
         self.root = Path(root)
         self.split = split
+        _check_root(self.root)
         self.manifest = read_manifest(self.root)
         where = str(self.root / MANIFEST_NAME)
         if split not in self.manifest.splits:

@@ -203,3 +203,18 @@ def test_damaged_index_is_a_prep_error_before_any_batch(fresh, damage, match, mo
         return
     assert mode == "windows" and "tile" in match, mode  # only windows gets here, only for bounds damage
     assert len(batches) == len(ref) and all((a == b).all() for a, b in zip(batches, ref))
+
+
+def test_a_directory_without_a_manifest_says_which_case_it_is(fresh, tmp_path):
+    """Every case said "missing or incomplete (finish it with `prep tokenize`)": for a split folder
+    (DIR/train) and a run still writing, that advice is wrong."""
+    with pytest.raises(PrepError, match=rf"{fresh / 'train'}: no manifest.json; it is inside the dataset {fresh}: "
+                                        rf"pass {fresh} \(with split='train'"):
+        MemmapLoader(fresh / "train", batch_size=1, seq_len=4)
+    writing = tmp_path / "writing"
+    (writing / ".prep").mkdir(parents=True)
+    with pytest.raises(PrepError, match="no manifest.json yet: a `prep tokenize` run is writing this dataset or "
+                                        "stopped before finishing it"):
+        MemmapLoader(writing, batch_size=1, seq_len=4)
+    with pytest.raises(PrepError, match="nowhere: no such directory; pass the directory `prep tokenize` wrote"):
+        MemmapLoader(tmp_path / "nowhere", batch_size=1, seq_len=4)
