@@ -152,9 +152,11 @@ class MemmapLoader:
             initialized = dist.is_available() and dist.is_initialized()
             rank = rank if rank is not None else (dist.get_rank() if initialized else 0)
             world_size = world_size if world_size is not None else (dist.get_world_size() if initialized else 1)
-        if not 0 <= rank < world_size:
+        # checked as integers: rank=1.5 was truncated to rank 1 (two processes reading one rank's rows)
+        world_size, rank = _check_count("world_size", world_size, 1), _check_count("rank", rank, 0)
+        if rank >= world_size:
             raise PrepError(f"rank {rank} is outside world_size {world_size}")
-        self.rank, self.world_size = int(rank), int(world_size)
+        self.rank, self.world_size = rank, world_size
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError):  # torch's message lists 20 device types; `prep bench-loader` printed a traceback

@@ -49,6 +49,9 @@ def test_wrong_types_fail_at_construction_in_every_mode(dataset, mode):
     ({"device": 3.5}, "device=3.5 is not a torch device"),
     ({"num_workers": 1, "prefetch_factor": 0}, "prefetch_factor must be an integer >= 1, got 0"),  # was an AssertionError
     ({"epoch": -1, "mode": "grouped"}, "epoch must be an integer >= 0, got -1"),  # was numpy's ValueError
+    ({"rank": 1.5, "world_size": 2}, "rank must be an integer >= 0, got 1.5"),  # was taken as rank 1
+    ({"rank": 0, "world_size": 0}, "world_size must be an integer >= 1, got 0"),
+    ({"rank": 0, "world_size": "2"}, "world_size must be an integer >= 1, got '2'"),  # was a TypeError
 ])
 def test_loader_arguments_are_named(dataset, kw, match):
     args = {"batch_size": 2, "seq_len": 16, "cache_dir": False, **kw}
