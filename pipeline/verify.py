@@ -6,11 +6,14 @@ Three levels, each including the ones before:
             dtype code, S, D = S + 1), S = the manifest's num_docs, `.idx` size = what the header
             implies, `.bin` size = num_tokens x itemsize. O(#shards) stats and 34-byte reads:
             cheap enough for a loader to run on every open (`check_dataset(root, quick=True)`).
-    index   every `.idx` array: lengths >= 0 summing to num_tokens, byte offsets exactly the running
+    index   every `.idx` array: lengths >= 0 (> 0 in a dataset that records its boundary: prep writes
+            no empty document) summing to num_tokens, byte offsets exactly the running
             sum of lengths (so monotone, starting at 0, tiling the `.bin`), document indices 0..S;
             no stray files in split directories (harmless to a loader, which goes by the manifest,
             but `cat train/*.bin` would read them). Reads ~20 bytes per document. (`verify --quick`.)
-    full    every `.bin` read once: sha256 against the manifest, and every token id < vocab_size.
+    full    every `.bin` read once: sha256 against the manifest, every token id < vocab_size, and every
+            document starting / ending with the boundary id the manifest records (`verify_boundaries`:
+            the one check that sees an index edited to stay self-consistent, whose documents merged or split).
 
 Memory stays bounded on any dataset size: `.bin` files are read into one 16 MiB buffer per thread,
 index arrays are memory-mapped and checked 4 Mi entries at a time, all vectorized numpy. Shards are
@@ -42,6 +45,7 @@ from pipeline.manifest import (
     read_manifest,
     shard_paths,
 )
+from pipeline.verify_boundaries import BoundaryPolicy, BoundaryWalk, boundary_policy
 
 __all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset", "check_for_reading"]
 
@@ -110,8 +114,9 @@ def check_for_reading(root: str | os.PathLike, manifest: Manifest, split: str, n
             break
         wanted.append(_Shard(split, info, *shard_paths(root, split, info.name)))
         docs += info.num_docs
+    policy, _ = boundary_policy(manifest.tokenizer, manifest.vocab_size, "")  # its problems: in the report already
     for s in wanted:
-        report.problems += _check_shard(s, manifest, "full", lambda nbytes: None)[0]
+        report.problems += _check_shard(s, manifest, "full", lambda nbytes: None, policy)[0]
     return report.problems
 
 
@@ -131,11 +136,15 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
         return report
     report.manifest_read = True
     shards = _check_manifest(root, manifest, report)
+    policy, found = boundary_policy(manifest.tokenizer, manifest.vocab_size, str(root / MANIFEST_NAME))
+    report.problems += found
     sound = [s for s in shards if _check_sizes(s, manifest, report)]
     if level != "sizes":
         _check_strays(root, manifest, report)
         if sound:
-            _deep_checks(sound, manifest, level, report, progress, console, threads)
+            _deep_checks(sound, manifest, level, report, progress, console, threads, policy)
+        if policy is None and not found:
+            report.notes.append("the manifest records no tokenizer.boundary: document boundaries were not checked")
     report.num_shards = len(shards)
     report.num_docs = sum(s.info.num_docs for s in shards)
     report.num_tokens = sum(s.info.num_tokens for s in shards)
@@ -269,26 +278,27 @@ def _check_strays(root: Path, m: Manifest, report: VerifyReport) -> None:
 
 # -- index + full ---------------------------------------------------------------------------------
 def _deep_checks(shards: list[_Shard], m: Manifest, level: str, report: VerifyReport, progress: bool, console,
-                 threads: int | None) -> None:
+                 threads: int | None, policy: BoundaryPolicy | None) -> None:
     total = sum(s.idx_path.stat().st_size + (s.bin_path.stat().st_size if level == "full" else 0) for s in shards)
     bar = _Bar(total, "verify" if level == "full" else "verify --quick", progress, console)
     workers = max(1, min(threads or min(4, os.cpu_count() or 1), len(shards)))
     with bar, ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda s: _check_shard(s, m, level, bar.advance), shards))
+        results = list(pool.map(lambda s: _check_shard(s, m, level, bar.advance, policy), shards))
     for problems, nbytes in results:
         report.problems.extend(problems)
         report.bytes_read += nbytes
 
 
-def _check_shard(s: _Shard, m: Manifest, level: str, advance) -> tuple[list[str], int]:
+def _check_shard(s: _Shard, m: Manifest, level: str, advance,
+                 policy: BoundaryPolicy | None) -> tuple[list[str], int]:
     try:
-        problems = _check_index(s, m.np_dtype, advance)
+        problems = _check_index(s, m.np_dtype, advance, no_empty=policy is not None)
     except OSError as e:
         problems = [_unreadable(s.idx_path, e)]
     nbytes = s.idx_path.stat().st_size
     if level == "full":
-        try:
-            problems += _check_bin(s, m, advance)
+        try:  # boundaries only along an index found sound: a broken one's lengths cut nothing meaningful
+            problems += _check_bin(s, m, advance, None if problems else policy)
         except OSError as e:  # a read error part way through a .bin (EIO) is the damage verify is for
             problems.append(_unreadable(s.bin_path, e))
         nbytes += s.bin_path.stat().st_size
@@ -300,8 +310,11 @@ def _unreadable(path: Path, e: OSError) -> str:
             "from a sound copy")
 
 
-def _check_index(s: _Shard, dtype: np.dtype, advance) -> list[str]:
-    """Lengths, offsets and document indices of one `.idx` whose header and size are already checked."""
+def _check_index(s: _Shard, dtype: np.dtype, advance, no_empty: bool) -> list[str]:
+    """Lengths, offsets and document indices of one `.idx` whose header and size are already checked.
+    `no_empty`: a document of 0 tokens is a problem (a dataset prep wrote, which records its boundary:
+    prep never writes an empty text; such an entry is what merging two documents and splitting a third,
+    the count kept, leaves where `boundary: none` gives no token to check)."""
     n = s.info.num_docs
     itemsize = dtype.itemsize
     p = s.idx_path
@@ -323,6 +336,9 @@ def _check_index(s: _Shard, dtype: np.dtype, advance) -> list[str]:
         if (bad := np.flatnonzero(lens < 0)).size:
             i = start + int(bad[0])
             return [f"{p}: document {i} has negative length {int(lens[bad[0]])}"]
+        if no_empty and (bad := np.flatnonzero(lens == 0)).size:
+            return [f"{p}: document {start + int(bad[0])} has length 0; prep writes no empty documents (an empty "
+                    "text is counted in skipped.empty), so the index was changed (documents merged or split)"]
         want = np.empty(stop - start, dtype=np.int64)
         want[0] = offset
         np.cumsum(lens[:-1] * itemsize, out=want[1:])
@@ -349,9 +365,12 @@ def _check_index(s: _Shard, dtype: np.dtype, advance) -> list[str]:
     return []
 
 
-def _check_bin(s: _Shard, m: Manifest, advance) -> list[str]:
-    """One sequential pass: sha256, and every id below vocab_size (when the dtype could hold more)."""
+def _check_bin(s: _Shard, m: Manifest, advance, policy: BoundaryPolicy | None) -> list[str]:
+    """One sequential pass: sha256, every id below vocab_size (when the dtype could hold more), and,
+    with `policy`, each document's boundary ids."""
     import hashlib
+
+    from pipeline.manifest import read_idx
 
     dtype = np.dtype(m.np_dtype).newbyteorder("<")
     # a vocab_size <= 0 is the manifest's one problem, already reported: not one more line per shard
@@ -360,6 +379,7 @@ def _check_bin(s: _Shard, m: Manifest, advance) -> list[str]:
     buf = bytearray(READ_BLOCK)  # a multiple of every itemsize
     view = memoryview(buf)
     first_bad: tuple[int, int] | None = None  # (token position, id)
+    walk = BoundaryWalk(policy, read_idx(s.idx_path)[1], INDEX_CHUNK) if policy and s.info.num_docs else None
     pos = 0
     with open(s.bin_path, "rb", buffering=0) as f:
         while True:
@@ -369,23 +389,29 @@ def _check_bin(s: _Shard, m: Manifest, advance) -> list[str]:
             if n == 0:
                 break
             sha.update(view[:n])
+            ids = np.frombuffer(buf, dtype=dtype, count=n // dtype.itemsize)
             if check_ids and first_bad is None:
-                ids = np.frombuffer(buf, dtype=dtype, count=n // dtype.itemsize)
                 if int(ids.max()) >= m.vocab_size or int(ids.min()) < 0:
                     i = int(np.flatnonzero((ids >= m.vocab_size) | (ids < 0))[0])
                     first_bad = (pos + i, int(ids[i]))
-            pos += n // dtype.itemsize
+            if walk is not None:
+                walk.feed(ids, pos)
+            pos += ids.size
             advance(n)
             if n < READ_BLOCK:
                 break
     problems = []
-    if sha.hexdigest() != s.info.sha256:
+    sha_ok = sha.hexdigest() == s.info.sha256
+    if not sha_ok:
         problems.append(f"{s.bin_path}: sha256 {sha.hexdigest()[:16]}... does not match the manifest's "
                         f"{s.info.sha256[:16]}...: the contents changed after it was written")
     if first_bad is not None:
         token, value = first_bad
         problems.append(f"{s.bin_path}: token id {value} at token {token} (document {_doc_of(s, token)}) is not "
                         f"below the vocabulary size {m.vocab_size}")
+    # the .bin's bytes are the ones written (sha256): a wrong edge is then the index's doing
+    if walk is not None and (line := walk.problem(s.idx_path if sha_ok else s.bin_path)):
+        problems.append(line)
     return problems
 
 
