@@ -18,7 +18,10 @@ from .loaderkit import make_dataset
 
 @pytest.fixture
 def fresh(tmp_path):
-    return make_dataset(tmp_path / "d", [5, 7, 3, 9, 4, 6], shard_tokens=12)
+    # its ids are positions, not documents ending with an EOS id: a manifest saying `boundary: eos`
+    # would be false, and `verify=True` (prep verify's full check) now checks each document's end
+    tok = {"name": "gpt2", "backend": "test", "sha256": "ab" * 32, "boundary": "none"}
+    return make_dataset(tmp_path / "d", [5, 7, 3, 9, 4, 6], shard_tokens=12, tokenizer=tok)
 
 
 def shard_files(root, ext):
