@@ -211,6 +211,9 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
             if s.num_docs < 0 or s.num_tokens < 0:
                 report.problems.append(f"{where}: shard {split}/{s.name} has negative counts")
                 continue
+            if s.num_docs == 0 and s.num_tokens > 0:  # an index of no documents passed, its .bin's tokens in none
+                report.problems.append(f"{where}: shard {split}/{s.name} lists 0 documents but {s.num_tokens} "
+                                       "tokens, which no document holds")
             if not _SHA256.fullmatch(s.sha256):
                 report.problems.append(f"{where}: shard {split}/{s.name} has no valid sha256 ({s.sha256[:70]!r})")
             shards.append(_Shard(split, s, *shard_paths(root, split, s.name)))

@@ -501,3 +501,22 @@ def test_shard_path_that_is_a_directory(ds):
     b.unlink()
     b.mkdir()
     only(problems(ds), b, "not a regular file")
+
+
+def test_tokens_in_no_document(ds):
+    """A shard whose index was replaced by one of no documents (the manifest's count set to match):
+    every check passed, and its .bin's tokens were in no document (inspect printed past them)."""
+    from pipeline.manifest import write_idx
+
+    _, idx = shard(ds, k=1)
+    write_idx(idx, np.zeros(0, np.int64), np.uint16)
+
+    def no_docs(d):
+        s = d["splits"]["train"]["shards"][1]
+        d["splits"]["train"]["num_docs"] -= s["num_docs"]
+        s["num_docs"] = 0
+    edit_manifest(ds, no_docs)
+    tokens = read_manifest(ds).splits["train"].shards[1].num_tokens
+    for level in verify_mod.LEVELS:
+        only(problems(ds, level), ds / "manifest.json",
+             f"shard train/shard-000001 lists 0 documents but {tokens} tokens, which no document holds")
