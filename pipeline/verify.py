@@ -190,6 +190,7 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
         report.problems.append(f"{where}: vocab_size {m.vocab_size} is not positive")
     elif m.vocab_size - 1 > np.iinfo(dtype).max:
         report.problems.append(f"{where}: dtype {m.dtype} cannot hold ids of a {m.vocab_size}-token vocabulary")
+    _check_tokenizer_fields(m.tokenizer, where, report)
     shards: list[_Shard] = []
     for split, info in m.splits.items():
         if not is_plain_name(split):
@@ -218,6 +219,20 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
                 report.problems.append(f"{where}: shard {split}/{s.name} has no valid sha256 ({s.sha256[:70]!r})")
             shards.append(_Shard(split, s, *shard_paths(root, split, s.name)))
     return shards
+
+
+def _check_tokenizer_fields(t: dict, where: Path, report: VerifyReport) -> None:
+    """The fields readers go by: `prep inspect --docs` loads the tokenizer by name and refuses one of
+    another sha256 (a missing name was a KeyError traceback, a missing sha256 "differs from the None
+    that made the dataset"); loaders refuse to mix datasets of different sha256s (two without one
+    compared equal)."""
+    fix = "restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`"
+    name, sha = t.get("name"), t.get("sha256")
+    if not isinstance(name, str) or not name:
+        report.problems.append(f"{where}: tokenizer.name is {name!r}, not the tokenizer's path or name; {fix}")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        report.problems.append(f"{where}: tokenizer.sha256 is {str(sha)[:70]!r}, not the 64 hex digits that identify "
+                               f"the tokenizer (inspect and the loaders compare them); {fix}")
 
 
 # -- sizes ----------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def boundary_policy(tokenizer: dict, vocab_size: int, where: str) -> tuple[Bound
     name = tokenizer.get("boundary")
     if name is None:
         return None, []
-    if name not in _NEEDS:
+    if not isinstance(name, str) or name not in _NEEDS:  # a list or a dict is not even hashable
         return None, [f"{where}: tokenizer.boundary is {name!r}, not one of eos, bos, both, none; restore "
                       "manifest.json from a copy, or rebuild with `prep tokenize --overwrite`"]
     ids, problems = {}, []

@@ -359,7 +359,7 @@ def make_dataset(root, docs: list[np.ndarray], dtype, vocab_size: int) -> None:
     with ShardWriter(root / "train", "shard-000000", dtype) as w:
         w.add_documents(np.concatenate(docs).astype(dtype), np.array([len(d) for d in docs]))
     info = w.info
-    write_manifest(root, Manifest(dtype=dtype.name, vocab_size=vocab_size, tokenizer={"name": "synthetic"},
+    write_manifest(root, Manifest(dtype=dtype.name, vocab_size=vocab_size, tokenizer={"name": "synthetic", "sha256": "ab" * 32},
                                   splits={"train": SplitInfo(info.num_docs, info.num_tokens, (info,))}))
 
 
@@ -520,3 +520,20 @@ def test_tokens_in_no_document(ds):
     for level in verify_mod.LEVELS:
         only(problems(ds, level), ds / "manifest.json",
              f"shard train/shard-000001 lists 0 documents but {tokens} tokens, which no document holds")
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("name", None, "tokenizer.name is None, not the tokenizer's path or name"),
+    ("name", "", "tokenizer.name is '', not"),
+    ("sha256", None, "tokenizer.sha256 is 'None', not the 64 hex digits"),
+    ("sha256", "abc", "tokenizer.sha256 is 'abc', not the 64 hex digits"),
+])
+def test_tokenizer_fields_readers_go_by(ds, field, value, fragment):
+    """verify passed a manifest without them; `prep inspect --docs` then stopped with a KeyError
+    traceback (no name), or said the tokenizer 'differs from the None that made the dataset'."""
+    edit_manifest(ds, lambda d: d["tokenizer"].update({field: value}) if value is not None
+                  else d["tokenizer"].pop(field))
+    only(problems(ds, "sizes"), ds / "manifest.json", fragment)
+    r = runner.invoke(app, ["inspect", str(ds), "--docs", "1"])
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    assert fragment in r.output and "--- train/" not in r.output, r.output

@@ -137,7 +137,7 @@ def synthetic_dataset(root, boundary: str, bos=1, eos=2, vocab=50, n=60, dtype=n
                                     [eos] if boundary in ("eos", "both") else []]).astype(dtype))
     with ShardWriter(root / "train", "shard-000000", np.dtype(dtype)) as w:
         w.add_documents(np.concatenate(docs), np.array([len(d) for d in docs]))
-    tok = {"name": "synthetic", "boundary": boundary, "bos_id": bos, "eos_id": eos}
+    tok = {"name": "synthetic", "sha256": "ab" * 32, "boundary": boundary, "bos_id": bos, "eos_id": eos}
     write_manifest(root, Manifest(dtype=np.dtype(dtype).name, vocab_size=vocab, tokenizer=tok,
                                   splits={"train": SplitInfo(w.info.num_docs, w.info.num_tokens, (w.info,))}))
     return root / "train" / "shard-000000.idx"
@@ -177,6 +177,7 @@ def test_count_of_wrong_edges(tmp_path, small_blocks):
     ("eos_id", None, "tokenizer.eos_id is None, not a token id below the vocabulary size 50"),
     ("eos_id", 50, "tokenizer.eos_id is 50"),
     ("eos_id", "2", "tokenizer.eos_id is '2'"),
+    ("boundary", ["eos"], "tokenizer.boundary is ['eos'], not one of"),  # unhashable: was a TypeError
 ])
 def test_broken_boundary_fields_are_a_manifest_problem(tmp_path, field, value, fragment):
     synthetic_dataset(tmp_path, "eos")
