@@ -170,9 +170,10 @@ def inspect(
     sha256, token ids): a damaged dataset exits 1 after its summary, naming the damage, and --docs
     prints nothing."""
     from pipeline.manifest import read_manifest
-    from pipeline.verify import check_for_reading
+    from pipeline.verify import check_for_reading, refuse_non_dataset
 
     directory = _local_dataset(directory, "inspect")
+    refuse_non_dataset(directory, "inspect")  # manifest.json or a split directory given: name the dataset's
     m = read_manifest(directory)
     t = m.tokenizer
     out.print(f"{directory}: {m.created_by}, format {m.format_version}, dtype {m.dtype}, vocab {m.vocab_size:,}; "

@@ -47,7 +47,7 @@ from pipeline.manifest import (
 )
 from pipeline.verify_boundaries import BoundaryPolicy, BoundaryWalk, boundary_policy
 
-__all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset", "check_for_reading"]
+__all__ = ["LEVELS", "VerifyReport", "verify_dataset", "check_dataset", "check_for_reading", "refuse_non_dataset"]
 
 LEVELS = ("sizes", "index", "full")
 READ_BLOCK = 16 << 20   # bytes of .bin per read: one buffer per thread
@@ -127,8 +127,7 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     root = Path(root)
-    if not root.is_dir():
-        raise PrepError(f"{root}: no such directory")
+    refuse_non_dataset(root, "verify")
     report = VerifyReport(root, level)
     if manifest is None:
         manifest = _load_manifest(root, report)
@@ -157,6 +156,21 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
         report.notes.append(f"{len(manifest.failed_units)} input unit(s) failed during `prep tokenize` and are "
                             "not in the dataset (listed under failed_units in the manifest)")
     return report
+
+
+def refuse_non_dataset(root: Path, command: str) -> None:
+    """PrepError naming the directory to give `prep <command>` instead, for the paths users give by
+    mistake: the manifest.json itself ("no such directory"), or a split directory (inspect said the
+    dataset was "missing or incomplete (finish it with `prep tokenize`)")."""
+    if root.is_file():
+        what = "the dataset's manifest" if root.name == MANIFEST_NAME else "a file, not a dataset directory"
+        raise PrepError(f"{root}: {what}; give `prep {command}` the directory that holds manifest.json"
+                        + (f": prep {command} {root.parent}" if (root.parent / MANIFEST_NAME).is_file() else ""))
+    if not root.is_dir():
+        raise PrepError(f"{root}: no such directory")
+    if not (root / MANIFEST_NAME).exists() and (root.parent / MANIFEST_NAME).is_file():
+        raise PrepError(f"{root}: a directory inside the dataset at {root.parent} (no manifest.json here); "
+                        f"give `prep {command}` the dataset's directory: prep {command} {root.parent}")
 
 
 # -- manifest -------------------------------------------------------------------------------------
