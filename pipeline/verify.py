@@ -66,6 +66,7 @@ class VerifyReport:
     num_docs: int = 0
     num_tokens: int = 0
     bytes_read: int = 0
+    unlisted: int = 0  # problems that are files the manifest does not list: deleted, not restored
 
     @property
     def ok(self) -> bool:
@@ -83,8 +84,12 @@ class VerifyReport:
                         "its manifest.json, or make the dataset with `prep tokenize`")
             return (f"{self.root}: not a complete prep dataset: its manifest.json cannot be used, so nothing else "
                     "was checked; restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`")
+        if self.unlisted == len(self.problems):  # "restore the files named above" said to restore the strays
+            return (f"{self.root}: {len(self.problems)} problem(s) ({checked} checked): file(s) the manifest does not "
+                    "list, which `cat <split>/*.bin` would read; delete them, or move them out of the dataset")
         return (f"{self.root}: {len(self.problems)} problem(s) ({checked} checked); the dataset is damaged: "
-                "restore the files named above, or rebuild it with `prep tokenize --overwrite`")
+                "restore the files named above" + (" and delete the ones the manifest does not list" if self.unlisted
+                                                   else "") + ", or rebuild it with `prep tokenize --overwrite`")
 
 
 def check_dataset(root: str | os.PathLike, quick: bool = True, *, manifest: Manifest | None = None) -> list[str]:
@@ -303,9 +308,13 @@ def _check_strays(root: Path, m: Manifest, report: VerifyReport) -> None:
                 continue
             if info is not None:
                 report.problems.append(f"{f}: in split directory {d.name}/ but not listed in the manifest "
-                                       "(left over from another run?)")
+                                       "(left over from another run?); delete it, or move it out of the dataset")
             elif f.suffix in (".bin", ".idx"):
-                report.problems.append(f"{f}: shard file in {d.name}/, a split the manifest does not have")
+                report.problems.append(f"{f}: shard file in {d.name}/, a split the manifest does not have; delete "
+                                       "it, or move it out of the dataset")
+            else:
+                continue
+            report.unlisted += 1
 
 
 # -- index + full ---------------------------------------------------------------------------------

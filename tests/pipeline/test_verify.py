@@ -263,13 +263,27 @@ def test_stray_files(ds):
     (ds / ".cache" / "y.bin").write_bytes(b"")  # dot-directories (caches, run state) are not looked at
     assert problems(ds, "sizes") == []  # harmless to a loader: not checked on open
     found = problems(ds, "index")
+    fix = "; delete it, or move it out of the dataset"
     assert found == [
-        f"{ds / 'extra' / 'x.idx'}: shard file in extra/, a split the manifest does not have",
+        f"{ds / 'extra' / 'x.idx'}: shard file in extra/, a split the manifest does not have" + fix,
         f"{ds / 'train' / 'shard-000001.bin.tmp123'}: in split directory train/ but not listed in the manifest "
-        "(left over from another run?)",
+        "(left over from another run?)" + fix,
         f"{ds / 'train' / 'shard-000099.bin'}: in split directory train/ but not listed in the manifest "
-        "(left over from another run?)",
+        "(left over from another run?)" + fix,
     ]
+
+
+def test_stray_files_are_to_be_deleted_not_restored(ds):
+    """The summary said "restore the files named above" of files that belong to no dataset."""
+    (ds / "train" / "shard-000099.bin").write_bytes(b"\0\0")
+    last = verify_dataset(ds).summary()
+    assert last.endswith("file(s) the manifest does not list, which `cat <split>/*.bin` would read; delete them, "
+                         "or move them out of the dataset") and "restore" not in last, last
+    b, _ = shard(ds, k=0)
+    patch(b, 10, b"\xff\x00")  # and real damage besides: both fixes named
+    assert verify_dataset(ds).summary().endswith(
+        "restore the files named above and delete the ones the manifest does not list, or rebuild it with "
+        "`prep tokenize --overwrite`")
 
 
 # -- index structure ------------------------------------------------------------------------------
