@@ -209,7 +209,7 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
         report.problems.append(f"{where}: vocab_size {m.vocab_size} is not positive")
     elif m.vocab_size - 1 > np.iinfo(dtype).max:
         report.problems.append(f"{where}: dtype {m.dtype} cannot hold ids of a {m.vocab_size}-token vocabulary")
-    _check_tokenizer_fields(m.tokenizer, where, report)
+    _check_tokenizer_fields(m.tokenizer, m.vocab_size, where, report)
     shards: list[_Shard] = []
     for split, info in m.splits.items():
         if not is_plain_name(split):
@@ -240,7 +240,7 @@ def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shar
     return shards
 
 
-def _check_tokenizer_fields(t: dict, where: Path, report: VerifyReport) -> None:
+def _check_tokenizer_fields(t: dict, vocab_size: int, where: Path, report: VerifyReport) -> None:
     """The fields readers go by: `prep inspect --docs` loads the tokenizer by name and refuses one of
     another sha256 (a missing name was a KeyError traceback, a missing sha256 "differs from the None
     that made the dataset"); loaders refuse to mix datasets of different sha256s (two without one
@@ -252,6 +252,11 @@ def _check_tokenizer_fields(t: dict, where: Path, report: VerifyReport) -> None:
     if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
         report.problems.append(f"{where}: tokenizer.sha256 is {str(sha)[:70]!r}, not the 64 hex digits that identify "
                                f"the tokenizer (inspect and the loaders compare them); {fix}")
+    # prep writes the tokenizer's vocab_size twice; the id check goes by the top-level one, so raising
+    # it alone let ids past the tokenizer's vocabulary pass
+    if vocab_size > 0 and "vocab_size" in t and t["vocab_size"] != vocab_size:  # <= 0: reported already
+        report.problems.append(f"{where}: vocab_size {vocab_size} differs from tokenizer.vocab_size "
+                               f"{t['vocab_size']!r} (prep writes the same number to both); {fix}")
 
 
 # -- sizes ----------------------------------------------------------------------------------------

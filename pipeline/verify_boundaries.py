@@ -52,7 +52,8 @@ def boundary_policy(tokenizer: dict, vocab_size: int, where: str) -> tuple[Bound
     ids, problems = {}, []
     for which in _NEEDS[name]:
         tid = tokenizer.get(f"{which}_id")
-        if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid < max(vocab_size, 1):
+        # a vocab_size <= 0 is the manifest's own problem, reported once: ids are then only checked >= 0
+        if isinstance(tid, bool) or not isinstance(tid, int) or tid < 0 or 0 < vocab_size <= tid:
             problems.append(f"{where}: tokenizer.boundary is {name}, but tokenizer.{which}_id is {tid!r}, not a "
                             f"token id below the vocabulary size {vocab_size}; restore manifest.json from a copy, "
                             "or rebuild with `prep tokenize --overwrite`")

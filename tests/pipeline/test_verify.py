@@ -173,7 +173,7 @@ def test_split_totals_disagree_with_shards(ds):
 
 
 def test_dtype_too_narrow_for_vocab(ds):
-    edit_manifest(ds, lambda d: d.update(vocab_size=70000))
+    edit_manifest(ds, lambda d: (d.update(vocab_size=70000), d["tokenizer"].update(vocab_size=70000)))
     only(problems(ds, "sizes"), ds / "manifest.json", "cannot hold ids of a 70000-token vocabulary")
 
 
@@ -567,3 +567,21 @@ def test_path_inside_a_dataset_names_the_dataset(ds, command, given, fragment):
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
     assert fragment.format(c=command, ds=ds) in " ".join(r.output.split()), r.output
     assert "prep tokenize" not in r.output, r.output
+
+
+def test_vocab_size_raised_over_an_id_past_the_tokenizers_vocabulary(ds):
+    """An id past the vocabulary, its sha256 resealed and vocab_size raised over it: every check passed,
+    while tokenizer.vocab_size (which prep writes equal to vocab_size) still said the id is no token."""
+    import hashlib
+
+    m = read_manifest(ds)
+    b, _ = shard(ds, "train", 0)
+    patch(b, 2, struct.pack("<H", m.vocab_size + 5))
+    sha = hashlib.sha256(b.read_bytes()).hexdigest()
+
+    def reseal(d):
+        d["splits"]["train"]["shards"][0]["sha256"] = sha
+        d["vocab_size"] = m.vocab_size + 100
+    edit_manifest(ds, reseal)
+    only(problems(ds), ds / "manifest.json",
+         f"vocab_size {m.vocab_size + 100} differs from tokenizer.vocab_size {m.vocab_size}")
