@@ -224,19 +224,27 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
         raise PrepError(f"--split {split}: the dataset has splits {', '.join(m.splits)}")
     t = m.tokenizer
     path = tokenizer or t["name"]
+    tiktoken_name = path.startswith("tiktoken:")  # no tokenizer.json: backend hf refused it, so no such dataset decoded
     try:
-        spec = load_tokenizer(TokenizerConfig(path=path, boundary=t.get("boundary", "eos"), backend="hf"))
+        spec = load_tokenizer(TokenizerConfig(path=path, boundary=t.get("boundary", "eos"),
+                                              backend="tiktoken" if tiktoken_name else "hf"))
     except PrepError as e:
-        if tokenizer:
+        if tokenizer or tiktoken_name:
             raise
         raise PrepError(f"{e}\nThe dataset names its tokenizer as it was given to `prep tokenize`; from here, "
                         "pass its tokenizer.json with --tokenizer PATH") from None
     if spec.sha256 != t.get("sha256"):
         raise PrepError(f"{path}: this tokenizer's sha256 {spec.sha256[:12]} differs from the "
                         f"{str(t.get('sha256'))[:12]} that made the dataset")
-    from tokenizers import Tokenizer
+    if tiktoken_name:
+        from pipeline.tokenizers import _tiktoken_encoding
 
-    tok = Tokenizer.from_str(spec.definition)
+        enc = _tiktoken_encoding(spec.definition)
+        decode = enc.decode
+    else:
+        from tokenizers import Tokenizer
+
+        decode = functools.partial(Tokenizer.from_str(spec.definition).decode, skip_special_tokens=False)
     shown = 0
     for shard in m.splits[split].shards:
         if shard.num_tokens == 0:  # numpy cannot map an empty file
@@ -246,7 +254,7 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
         for n, p in zip(lengths[: docs - shown], pointers[: docs - shown]):
             ids = data[int(p) // m.np_dtype.itemsize:][: int(n)].tolist()
             out.print(f"--- {split}/{shard.name} doc {shown}: {len(ids)} tokens", markup=False)
-            out.print(tok.decode(ids, skip_special_tokens=False), markup=False, highlight=False)
+            out.print(decode(ids), markup=False, highlight=False)
             shown += 1
         if shown >= docs:
             break

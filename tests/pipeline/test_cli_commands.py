@@ -252,3 +252,31 @@ def test_help_cuts_no_option_text_on_80_columns(command):
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "80"})
     assert result.exit_code == 0 and "--help" in result.output
     assert "…" not in result.output, result.output
+
+
+def test_inspect_decodes_a_tiktoken_dataset(tmp_path, monkeypatch):
+    """A `tokenizer.path: tiktoken:<name>` dataset: inspect loaded every tokenizer with backend hf, which
+    refuses tiktoken names, and told the user to pass a tokenizer.json (whose sha256 could never match)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    import numpy as np
+
+    import pipeline.tokenizers as tok_mod
+    from pipeline.manifest import Manifest, SplitInfo, write_manifest
+    from pipeline.recipe import TokenizerConfig
+    from pipeline.shards import ShardWriter
+
+    # a byte-level encoding built here: the named ones are downloaded on first use (no network in tests)
+    enc = tiktoken.Encoding("bytes", pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)},
+                            special_tokens={"<|endoftext|>": 256})
+    monkeypatch.setattr(tok_mod, "_tiktoken_encoding", lambda name: enc)
+    spec = tok_mod.load_tokenizer(TokenizerConfig(path="tiktoken:bytes", backend="tiktoken"))
+    texts = ["first document", "second one"]
+    docs = [enc.encode_ordinary(t) + [spec.eos_id] for t in texts]
+    out = tmp_path / "out"
+    with ShardWriter(out / "train", "shard-000000", np.dtype(np.uint16)) as w:
+        w.add_documents(np.concatenate(docs).astype(np.uint16), np.array([len(d) for d in docs]))
+    write_manifest(out, Manifest(dtype="uint16", vocab_size=spec.vocab_size, tokenizer=spec.manifest_dict(),
+                                 splits={"train": SplitInfo(2, w.info.num_tokens, (w.info,))}))
+    result = runner.invoke(app, ["inspect", str(out), "--docs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "first document<|endoftext|>" in result.output and "second one<|endoftext|>" in result.output
