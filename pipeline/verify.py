@@ -74,7 +74,7 @@ class VerifyReport:
 
     def summary(self) -> str:
         checked = {"sizes": "sizes and headers", "index": "sizes and indexes",
-                   "full": "sizes, indexes, sha256 and token ids"}[self.level]
+                   "full": "sizes, indexes, sha256, token ids and document boundaries"}[self.level]
         if self.ok:
             return (f"ok: {self.root}: {self.num_shards} shards, {self.num_docs:,} documents, "
                     f"{self.num_tokens:,} tokens; {checked} all match the manifest")
