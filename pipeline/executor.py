@@ -180,8 +180,8 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                                   notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing)
                                   + published)
         key = input_changes.recipe_key(content, spec.sha256)
-        results = state.start(_fingerprint(content, spec.sha256, units), {"units": len(units), "inputs": inputs},
-                              replan=lambda old: input_changes.replanned(old, key, units, inputs))
+        results = state.start(_fingerprint(content, spec.sha256, units), input_changes.describe(units, inputs, key),
+                              replan=lambda old, done: input_changes.replanned(old, key, units, inputs, done, out))
         input_changes.accept(state, inputs, units, results)
         dtype = dtype_for_vocab(spec.vocab_size)
         splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
@@ -221,7 +221,6 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         except BaseException:
             if stream is not None:
                 stream.abort()
-            input_changes.remember_plan(state, units, key)  # after a stop on a file: for its replacement's plan
             raise
         finally:
             if spooler is not None:
@@ -236,7 +235,6 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             # the run state stays: like a stop, so that a replaced file's new plan is taken (its error
             # says "re-run to resume"; a damaged compressed array or single unit plans otherwise when whole)
             input_changes.note_failed(state, failed)
-            input_changes.remember_plan(state, units, key)
             error = first["error"]  # a damaged file's ends with its own fix ("replace the file and re-run ...")
             fix = "" if error.endswith(RESUME_FIX) else ". Fix the input, then re-run"
             raise PrepError(f"every unit failed ({len(failed)} unit{'s' * (len(failed) > 1)}), so there is nothing to write; the "

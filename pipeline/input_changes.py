@@ -17,13 +17,16 @@ compares them. A changed file is
   damage (read from bytes the replacement shares) and redoes the rest;
 - refused otherwise, naming the file and what changed.
 
-A replaced file may also change the plan, which the fingerprint then refuses as another run: a
-damaged .gz/.bz2/.xz is planned from the bytes before its damage (readers.base._plan_size), a damaged
-compressed JSON array from its records there (readers.json_cuts.CutShort), a compressed file's ranges
-from its size. So a run that stops on a file keeps each unit's key in
-plan.json (`remember_plan`), and once that file is replaced (or gone) the re-run of the same recipe
-and tokenizer takes the new plan, keeping the journaled units it plans the same up to the first that
-differs (`replanned`); the rest are redone.
+A replaced, added or removed file may also change the plan, which the fingerprint then refuses as
+another run: a damaged .gz/.bz2/.xz is planned from the bytes before its damage (readers.base._plan_size),
+a damaged compressed JSON array from its records there (readers.json_cuts.CutShort), a compressed file's
+ranges from its size, any file cut into ranges from its length. So plan.json also keeps the recipe key,
+each unit's key and each file's first and last unit (`describe`), and a re-run of the same recipe and
+tokenizer whose inputs changed takes the new plan (`replanned`), by the rules above: a changed or
+removed file with units done from its old contents is refused, naming it (unless the run stopped or
+failed on it), whether or not its units are planned the same; otherwise the journaled units planned the
+same up to the first that differs are kept, the rest redone. That holds after a kill as after a
+recorded stop: the resumed dataset is a fresh run's over the inputs as they are now.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pipeline.errors import PrepError, SchemaError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
 
-__all__ = ["accept", "note_failed", "note_stop", "plan_entry", "recipe_key", "remember_plan", "replanned"]
+__all__ = ["accept", "describe", "note_failed", "note_stop", "plan_entry", "recipe_key", "replanned"]
 
 
 def plan_entry(u: WorkUnit) -> tuple:
@@ -48,36 +51,51 @@ def recipe_key(recipe_dict: dict, tokenizer_sha: str) -> str:
 
 
 def _unit_key(u: WorkUnit) -> str:
-    return hashlib.sha256(json.dumps(plan_entry(u)).encode()).hexdigest()[:16]
+    """A unit's identity across plans: its range(s), and the source and file numbers the train/val
+    split hashes (worker.val_mask), which a file added or removed before it shifts."""
+    ident = [u.source, u.file_index, plan_entry(u), [m.file_index for m in u.group]]
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
 
 
-def remember_plan(state: RunState, units: list[WorkUnit], recipe: str) -> None:
-    """After a run stopped on a file (note_stop): its recipe key and each unit's key in plan.json, for
-    `replanned` (written only then: 17 bytes a unit). Called while the run's own error is raised: a
-    failure to write (the disk full then) must not replace that error; without the keys a replaced file
-    that plans otherwise is refused as another run, which --overwrite rebuilds."""
-    if state.plan.get("stopped_on"):
-        try:
-            state.update_plan(recipe_key=recipe, unit_keys=[_unit_key(u) for u in units])
-        except OSError:
-            pass
+def describe(units: list[WorkUnit], inputs: dict[str, list], recipe: str) -> dict:
+    """plan.json's fields beside the fingerprint: the input files' identities (`accept`), and for
+    `replanned` the recipe key, each unit's key (17 bytes a unit) and each file's first and last unit."""
+    spans: dict[str, list[int]] = {}
+    for u in units:
+        for path in u.files():
+            spans.setdefault(path, [u.index, u.index])[1] = u.index
+    return {"units": len(units), "inputs": inputs, "recipe_key": recipe,
+            "unit_keys": [_unit_key(u) for u in units], "spans": spans}
 
 
-def replanned(old: dict, recipe: str, units: list[WorkUnit], inputs: dict[str, list]) -> int | None:
-    """For an unfinished run of another plan (plan.json `old`): how many leading units of it this plan
-    keeps, or None to refuse it. Taken when that run stopped on a file that has been replaced or
-    removed since, with the same recipe and tokenizer: its journaled units up to the first this plan
-    plans otherwise are kept (a replaced file's units before its damage read bytes the replacement
-    shares, see `accept`)."""
+def replanned(old: dict, recipe: str, units: list[WorkUnit], inputs: dict[str, list], done: dict[int, dict],
+              out) -> int | None:
+    """For an unfinished run in `out` of another plan (plan.json `old`, its finished units `done`): how
+    many leading units of it this plan keeps, or None to refuse it as another run. Taken when the
+    recipe and tokenizer are the same and an input file was changed, added or removed since; a changed
+    or removed file with units done from its old contents raises PrepError naming it, as `accept`
+    does, unless the run stopped or failed on it (a damaged file replaced: its units before the damage
+    read bytes the replacement shares)."""
     keys, was = old.get("unit_keys"), old.get("inputs") or {}
     if keys is None or old.get("recipe_key") != recipe:
         return None
-    if not any(path not in inputs or _differs(was[path], inputs[path])
-               for path in old.get("stopped_on", ()) if path in was):
-        return None
+    changed = [path for path in was if path not in inputs or _differs(was[path], inputs[path])]
+    if not changed and inputs.keys() <= was.keys():
+        return None  # the same files as they were: the plan differs for another reason (a hub dataset)
+    damaged = set(old.get("stopped_on", ())).union(*map(_failed_files, done.values()))
+    spans = old.get("spans")
+    if spans is None:  # begun by a prep that kept no spans: only its stop on a file since replaced
+        if not damaged.intersection(changed):
+            return None
+    else:
+        for path in changed:
+            first, last = spans.get(path, (0, -1))
+            ok = [i for i in done if first <= i <= last and done[i]["status"] == "ok"]
+            if ok and path not in damaged:
+                raise PrepError(_refusal(out, path, was[path], inputs.get(path), len(ok), last - first + 1))
     keep = 0
     for key, u in zip(keys, units):
-        if key != _unit_key(u):
+        if key != _unit_key(u) or not u.files():  # a hub dataset's rows: nothing proves them unchanged
             break
         keep += 1
     return keep
@@ -92,6 +110,8 @@ def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], resu
         return
     changed = {path: was for path, was in old.items() if path in inputs and _differs(was, inputs[path])}
     if not changed:
+        if old.keys() != inputs.keys():  # a replanned run's files added or removed (input_changes.replanned)
+            state.update_plan(inputs=inputs)
         return
     damaged = set(state.plan.get("stopped_on", ())).union(*(_failed_files(r) for r in results.values()))
     by_file: dict[str, list[int]] = {}
@@ -106,7 +126,7 @@ def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], resu
         failed = {i for i in mine if path in _failed_files(results[i])}  # a group's unit may be ok without it
         done = [i for i in mine if i not in failed and results[i]["status"] == "ok"]
         if done and path not in damaged:
-            raise PrepError(_refusal(state, path, was, inputs[path], len(done), len(by_file[path])))
+            raise PrepError(_refusal(state.out, path, was, inputs[path], len(done), len(by_file[path])))
         redo |= failed
         if failed:
             redone.add(path)
@@ -116,7 +136,7 @@ def accept(state: RunState, inputs: dict[str, list], units: list[WorkUnit], resu
         # journal (and the shards placed from the first of them), then the new stamps are recorded
         state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *redone}))
         state.forget_units(results, redo)
-    state.update_plan(inputs={**old, **{path: inputs[path] for path in changed}})
+    state.update_plan(inputs=inputs)
 
 
 def _failed_files(result: dict) -> set[str]:
@@ -128,16 +148,25 @@ def _failed_files(result: dict) -> set[str]:
 def note_stop(state: RunState, unit: WorkUnit, error: BaseException) -> None:
     """The run stops on `unit`'s error (`on_bad_record: error`): its files may then be replaced and the
     run resumed (see `accept`). Not for the recipe's mistakes (SchemaError), whose fix is the recipe."""
-    if isinstance(error, PrepError) and not isinstance(error, SchemaError) and state.plan:
-        state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *unit.files()}))
+    if isinstance(error, PrepError) and not isinstance(error, SchemaError):
+        _mark_stopped_on(state, set(unit.files()))
 
 
 def note_failed(state: RunState, failed: list[dict]) -> None:
     """Every unit failed (under `on_bad_record: skip`), so the run ends without a dataset and keeps its
     state, as a stop does: their files count as stopped on (see `note_stop`)."""
-    files = set().union(*map(_failed_files, failed))
+    _mark_stopped_on(state, set().union(*map(_failed_files, failed)))
+
+
+def _mark_stopped_on(state: RunState, files: set[str]) -> None:
+    """Called while the run's own error is raised: a failure to write (the disk full then) must not
+    replace that error. Unmarked, a replaced file is refused as changed with units done, which
+    --overwrite rebuilds."""
     if files and state.plan:
-        state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *files}))
+        try:
+            state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *files}))
+        except OSError:
+            pass
 
 
 def _differs(was: list, now: list) -> bool:
@@ -145,7 +174,11 @@ def _differs(was: list, now: list) -> bool:
     return was[0] != now[0] or (was[1] is not None and now[1] is not None and was[1] != now[1])
 
 
-def _refusal(state: RunState, path: str, was: list, now: list, done: int, total: int) -> str:
+def _refusal(out, path: str, was: list, now: list | None, done: int, total: int) -> str:
+    if now is None:
+        return (f"{path}: gone since the unfinished run in {out} read it; {done} of its {total} unit(s) are "
+                "done from it, and resuming would drop those documents: put the file back to resume, or "
+                "re-run with --overwrite to start over without it")
     fix = "put the old file back to resume, or re-run with --overwrite to start over"
     if was[0] != now[0]:
         what = f"{was[0]:,} bytes then, {now[0]:,} now"
@@ -154,6 +187,6 @@ def _refusal(state: RunState, path: str, was: list, now: list, done: int, total:
         if isinstance(was[1], int):  # a local mtime: copied again or touched, maybe unchanged
             fix += (f"; if its contents are the same (copied again, touched), set its old time back with "
                     f"touch -d @{was[1] // 10**9}.{was[1] % 10**9:09d} '{path}' and re-run")
-    return (f"{path}: changed since the unfinished run in {state.out} read it ({what}); {done} of its "
+    return (f"{path}: changed since the unfinished run in {out} read it ({what}); {done} of its "
             f"{total} unit(s) are done from the old contents, and resuming would mix old and new documents: "
             f"{fix}")

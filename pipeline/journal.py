@@ -142,9 +142,10 @@ class RunState:
     def start(self, fingerprint: str, describe: dict, replan=None) -> dict[int, dict]:
         """Open (or create) the journal for this plan; returns finished unit results by index.
         `self.plan` is then what plan.json holds: an interrupted run's `describe`, or this one's.
-        An unfinished run of another fingerprint is refused, unless `replan(its plan)` gives how many
-        of its leading units this plan keeps (input_changes.replanned): the run then goes on with this
-        plan, its journal cut to those units and the shards placed before any later one."""
+        An unfinished run of another fingerprint is refused, unless `replan(its plan, its finished
+        units)` gives how many of its leading units this plan keeps (input_changes.replanned, which
+        may raise its own refusal): the run then goes on with this plan, its journal cut to those
+        units and the shards placed before any later one."""
         keep = None
         try:
             old = orjson.loads(self.plan_path.read_bytes()) if self.plan_path.exists() else None
@@ -152,36 +153,19 @@ class RunState:
             # JSONDecodeError is a ValueError)
             self.plan_path.unlink()
             old = None
-        if old is not None:
-            if old.get("fingerprint") != fingerprint and (keep := replan and replan(old)) is None:
-                raise PrepError(f"{self.out}: holds an unfinished run of a different recipe or different input "
-                                "files; re-run with the original recipe to resume it, or pass --overwrite "
-                                "to discard it")
-            self.plan = old
-        else:
+        if old is None:
             self.reset()
             self.dir.mkdir(parents=True, exist_ok=True)
             self.plan = {"fingerprint": fingerprint, **describe}
             write_json_atomic(self.plan_path, self.plan, compact=True)
-        done: dict[int, dict] = {}
-        placed: dict[str, dict[int, dict]] = {}
-        if self.journal_path.exists():
-            data = self.journal_path.read_bytes()
-            good = 0  # bytes of whole, readable lines; a torn or garbled tail is cut off and redone
-            while (end := data.find(b"\n", good)) != -1:
-                try:
-                    entry = json.loads(data[good:end])
-                    if "placed" in entry:
-                        placed.setdefault(str(entry["placed"]), {})[int(entry["shard"])] = entry
-                    else:
-                        done[int(entry["unit"])] = entry  # a unit redone after its parts went missing:
-                        # the later line wins (so does a shard placed again)
-                except (ValueError, KeyError, TypeError):
-                    break
-                good = end + 1
-            if good != len(data):
-                with open(self.journal_path, "r+b") as f:
-                    f.truncate(good)
+            self.placed = {}
+            return {}
+        done, placed = self._read_journal()  # before replan: it refuses by the units done
+        if old.get("fingerprint") != fingerprint and (keep := replan and replan(old, done)) is None:
+            raise PrepError(f"{self.out}: holds an unfinished run of a different recipe or different input "
+                            "files; re-run with the original recipe to resume it, or pass --overwrite "
+                            "to discard it")
+        self.plan = old
         self.placed = {}
         for split, by_index in placed.items():  # shards 0..k-1 with no gap: a shard is placed after its
             run = self.placed[split] = []       # predecessor, so a gap means lines were lost
@@ -189,9 +173,35 @@ class RunState:
                 run.append(by_index[len(run)])
         if keep is not None:  # the journal cut first: a crash before the plan is rewritten replans again
             self.forget_units(done, {i for i in done if i >= keep})
-            # inputs stay the old ones: input_changes.accept compares them next
-            self.update_plan(fingerprint=fingerprint, units=describe["units"], unit_keys=None)
+        if keep is not None or describe.keys() - old.keys():  # replanned, or begun by a prep that kept less
+            # inputs stay the old ones: input_changes.accept compares them next, then records these
+            self.update_plan(fingerprint=fingerprint, **{k: v for k, v in describe.items() if k != "inputs"})
         return done
+
+    def _read_journal(self) -> tuple[dict[int, dict], dict[str, dict[int, dict]]]:
+        """The journal's finished units by index, and its placed shards by split and index. A torn or
+        garbled tail is cut off (its units are redone)."""
+        done: dict[int, dict] = {}
+        placed: dict[str, dict[int, dict]] = {}
+        if not self.journal_path.exists():
+            return done, placed
+        data = self.journal_path.read_bytes()
+        good = 0  # bytes of whole, readable lines
+        while (end := data.find(b"\n", good)) != -1:
+            try:
+                entry = json.loads(data[good:end])
+                if "placed" in entry:
+                    placed.setdefault(str(entry["placed"]), {})[int(entry["shard"])] = entry
+                else:
+                    done[int(entry["unit"])] = entry  # a unit redone after its parts went missing:
+                    # the later line wins (so does a shard placed again)
+            except (ValueError, KeyError, TypeError):
+                break
+            good = end + 1
+        if good != len(data):
+            with open(self.journal_path, "r+b") as f:
+                f.truncate(good)
+        return done, placed
 
     def forget_units(self, done: dict[int, dict], units: set[int]) -> None:
         """`units` leave `done`, and with them every placed shard from the first that holds a part of

@@ -172,19 +172,99 @@ def test_a_group_member_left_out_then_replaced_has_its_group_redone(tmp_path):
     assert snapshot(out) == _fresh(tmp_path, recipe, "fresh")
 
 
-def test_remembering_the_plan_never_replaces_the_runs_own_error():
-    """remember_plan runs while the run's error is raised: its OSError (the disk full then) replaced
-    that error, the damaged file's name and fix lost."""
+def test_marking_a_stop_never_replaces_the_runs_own_error():
+    """The file a run stops on is marked in plan.json while the run's error is raised: an OSError of
+    that write (the disk full then) replaced that error, the damaged file's name and fix lost."""
     import errno
     from types import SimpleNamespace
 
     from pipeline import input_changes
+    from pipeline.errors import PrepError
+    from pipeline.readers import WorkUnit
 
     tried = []
 
     def full(**fields):
         tried.append(sorted(fields))
         raise OSError(errno.ENOSPC, "No space left on device")
-    state = SimpleNamespace(plan={"stopped_on": ["a.jsonl.gz"]}, update_plan=full)
-    input_changes.remember_plan(state, [], "key")  # no OSError
-    assert tried == [["recipe_key", "unit_keys"]]  # it did try to write them
+    state = SimpleNamespace(plan={"fingerprint": "f"}, update_plan=full)
+    unit = WorkUnit(0, 0, 0, "a.jsonl.gz", "jsonl", 0, -1, 10)
+    input_changes.note_stop(state, unit, PrepError("a.jsonl.gz: truncated"))  # no OSError
+    input_changes.note_failed(state, [{"unit": 0, "status": "failed", "path": "a.jsonl.gz", "error": "x"}])
+    assert tried == [["stopped_on"], ["stopped_on"]]  # it did try to write them
+
+
+def test_a_file_replaced_after_a_kill_that_plans_otherwise_resumes_when_none_of_it_was_done(tmp_path):
+    """Killed (no recorded stop), then c.jsonl, not read yet, replaced by a file twice its size: two
+    units where it was one, so the plan differs. It was refused as "an unfinished run of a different
+    recipe or different input files" though the recipe is the same and no unit of c was done; an
+    unchanged plan takes such a file as it is now. Now the units planned the same are kept and the
+    rest run, and the dataset is a fresh run's over the current files, for 1 or 2 workers."""
+    d = _three_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "*.jsonl")
+    reference = None
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        (d / "c.jsonl").write_bytes(_lines(LINES_PER_FILE, skip=2 * LINES_PER_FILE))
+        assert run_prep(recipe, out, workers=workers, fault="journal:1").returncode == -signal.SIGKILL
+        done = [e["unit"] for e in journal_lines(out)]
+        assert len(done) == 1 and done[0] in (0, 1)  # a's or b's unit: never c's
+        (d / "c.jsonl").write_bytes(_lines(150, skip=300))  # ~95 kB: two units of 64 KiB
+
+        r = run_prep(recipe, out, workers=3 - workers)  # resumed with the other worker count
+        assert r.returncode == 0, r.stderr
+        if reference is None:
+            reference = _fresh(tmp_path, recipe, "fresh")
+        assert_complete(out, reference)
+
+
+def test_a_file_with_units_done_replaced_after_a_kill_is_refused_naming_it_though_the_plan_differs(tmp_path):
+    """a.jsonl, whose unit was done, replaced after a kill by a file that plans into two units: its
+    done unit is not planned the same, and the run was refused as another recipe's (or, with the
+    unit kept, would mix old and new documents). As with an unchanged plan, the file is named with
+    what changed and the two ways on; putting it back resumes to a fresh run's dataset."""
+    d = _three_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "*.jsonl")
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:1").returncode == -signal.SIGKILL
+    assert [e["unit"] for e in journal_lines(out)] == [0]
+    a = d / "a.jsonl"
+    original, stat = a.read_bytes(), a.stat()
+    a.write_bytes(_lines(150, skip=300))
+
+    r = run_prep(recipe, out)
+    assert r.returncode == 1
+    assert (f"{a}: changed since the unfinished run in {out} read it ({len(original):,} bytes then, "
+            f"{a.stat().st_size:,} now); 1 of its 1 unit(s) are done from the old contents") in r.stderr
+    assert "--overwrite" in r.stderr and "put the old file back" in r.stderr
+    assert "different recipe" not in r.stderr
+    assert [e["unit"] for e in journal_lines(out)] == [0]  # nothing of the unfinished run was dropped
+
+    a.write_bytes(original)
+    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
+    assert_complete(out, _fresh(tmp_path, recipe, "fresh"))
+
+
+def test_after_a_kill_a_removed_file_with_units_done_is_refused_and_an_added_one_is_read(tmp_path):
+    """Files added to or removed from a glob change the plan: refused as another recipe's run. A
+    removed file whose unit was done is refused, naming it (resuming would drop its documents); back,
+    with a new file added too, the run resumes to a fresh run's dataset over the four files."""
+    d = _three_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "*.jsonl")
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:1").returncode == -signal.SIGKILL
+    a = d / "a.jsonl"
+    a.rename(tmp_path / "a.jsonl")
+    r = run_prep(recipe, out)
+    assert r.returncode == 1
+    assert (f"{a}: gone since the unfinished run in {out} read it; 1 of its 1 unit(s) are done from it, and "
+            "resuming would drop those documents: put the file back to resume, or re-run with --overwrite "
+            "to start over without it") in r.stderr
+
+    (tmp_path / "a.jsonl").rename(a)
+    (d / "d.jsonl").write_bytes(_lines(LINES_PER_FILE, skip=400))
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
+    assert_complete(out, _fresh(tmp_path, recipe, "fresh"))
