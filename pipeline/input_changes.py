@@ -59,7 +59,7 @@ def _unit_key(u: WorkUnit) -> str:
 
 def describe(units: list[WorkUnit], inputs: dict[str, list], recipe: str) -> dict:
     """plan.json's fields beside the fingerprint: the input files' identities (`accept`), and for
-    `replanned` the recipe key, each unit's key (17 bytes a unit) and each file's first and last unit."""
+    `replanned` the recipe key, each unit's key (19 bytes a unit in JSON) and each file's first and last unit."""
     spans: dict[str, list[int]] = {}
     for u in units:
         for path in u.files():

@@ -413,14 +413,28 @@ def _load_tiktoken(cfg: TokenizerConfig) -> TokenizerSpec:
         raise PrepError(f"tokenizer.backend: hf cannot run {cfg.path}; use backend auto or tiktoken")
     enc = _tiktoken_encoding(name)
     special = dict(enc._special_tokens)
-    eos = _pick(cfg.eos_token, special, EOS_CANDIDATES, "eos_token", cfg)
-    bos = _pick(cfg.bos_token, special, BOS_CANDIDATES, "bos_token", cfg)
+    vocab = _TiktokenVocab(enc._mergeable_ranks)  # a setting may name an ordinary token, as for a tokenizer.json
+    eos = _pick(cfg.eos_token, special, EOS_CANDIDATES, "eos_token", cfg, vocab)
+    bos = _pick(cfg.bos_token, special, BOS_CANDIDATES, "bos_token", cfg, vocab)
     h = hashlib.sha256(f"{name}\n{enc._pat_str}\n{sorted(special.items())}\n".encode())
     for token, rank in sorted(enc._mergeable_ranks.items(), key=lambda kv: kv[1]):
         h.update(token + b"\x00" + rank.to_bytes(4, "little"))
     ranks_sha = h.hexdigest()
     return _finish(TokenizerSpec(cfg.path, "tiktoken", name, ranks_sha, enc.n_vocab, cfg.boundary, bos, eos,
                                  backend_version=_version("tiktoken")), cfg)
+
+
+class _TiktokenVocab:
+    """tokenizers' token_to_id over a tiktoken encoding's ordinary tokens, for `_pick`: a tokenizer.json's
+    eos_token/bos_token may be any token of its vocabulary (a Llama-style "</s>" is special, but "\n" or
+    "." work too), and a tiktoken:<name> one was looked up among the special tokens only. Its
+    vocabulary is bytes, so a setting names a token by its UTF-8."""
+
+    def __init__(self, ranks: dict[bytes, int]):
+        self.ranks = ranks
+
+    def token_to_id(self, text: str) -> int | None:
+        return self.ranks.get(text.encode("utf-8"))
 
 
 _OTHER_TOKENIZER_FILES = {"tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",

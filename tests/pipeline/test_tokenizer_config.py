@@ -68,3 +68,37 @@ def test_a_json_that_is_not_a_tokenizer_says_what_it_is(tmp_path, text, says):
     path.write_text(text)
     with pytest.raises(PrepError, match=rf"^tokenizer\.path: {path} is not a valid tokenizer\.json " + says):
         load_tokenizer(TokenizerConfig(path=str(path)))
+
+
+def _tiny_tiktoken(monkeypatch) -> object:
+    """A small tiktoken encoding, registered as tiktoken:prep_test_tiny (named encodings download their
+    BPE file on first use, and the tests run offline): the 256 bytes, "th", "the", " the", and
+    <|endoftext|> as its one special token."""
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {bytes([i]): i for i in range(256)} | {b"th": 256, b"the": 257, b" the": 258}
+    enc = tiktoken.Encoding("prep_test_tiny", mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 259},
+                            pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+    monkeypatch.setitem(tiktoken.registry.ENCODINGS, "prep_test_tiny", enc)
+    return enc
+
+
+def test_a_tiktoken_boundary_token_may_be_an_ordinary_token_as_in_a_tokenizer_json(monkeypatch, tmp_path,
+                                                                                     demo_tokenizer):
+    """A tokenizer.json's eos_token/bos_token may name any token of its vocabulary (tokenizers'
+    token_to_id); a tiktoken:<name> one was looked up among the special tokens only, so an ordinary
+    token ("\\n" as a document separator) was refused as "not a token of tiktoken:...". Its vocabulary
+    is bytes: the setting's UTF-8 is looked up there."""
+    enc = _tiny_tiktoken(monkeypatch)
+    spec = load_tokenizer(TokenizerConfig(path="tiktoken:prep_test_tiny", eos_token="\n"))
+    assert spec.eos_id == 10
+    ids, lengths = spec.build_encoder().encode_batch(["the cat", "x"])
+    assert ids.tolist() == [*enc.encode_ordinary("the cat"), 10, ord("x"), 10] and lengths.tolist() == [6, 2]
+    spec = load_tokenizer(TokenizerConfig(path="tiktoken:prep_test_tiny", boundary="both", bos_token=" the"))
+    assert (spec.bos_id, spec.eos_id) == (258, 259)  # the special <|endoftext|> found as before
+    with pytest.raises(PrepError, match=r"^tokenizer\.eos_token: 'the cat' is not a token of tiktoken:prep_test_tiny$"):
+        load_tokenizer(TokenizerConfig(path="tiktoken:prep_test_tiny", eos_token="the cat"))
+
+    # the same for a tokenizer.json: an ordinary token of its vocabulary, set in the recipe
+    vocab = json.loads(demo_tokenizer.read_text())["model"]["vocab"]
+    word, wid = next((w, i) for w, i in vocab.items() if i > 100)
+    assert load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token=word, backend="hf")).eos_id == wid
