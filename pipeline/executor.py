@@ -179,10 +179,13 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             return TokenizeResult(existing, out, units_total=len(units), already_complete=True,
                                   notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing)
                                   + published)
-        key = input_changes.recipe_key(content, spec.sha256)
-        results = state.start(_fingerprint(content, spec.sha256, units), input_changes.describe(units, inputs, key),
-                              replan=lambda old, done: input_changes.replanned(old, key, units, inputs, done, out))
+        resumable = input_changes.resume_content(content)  # a run stopped may resume with these changed
+        plan = input_changes.describe(units, inputs, resumable, {"name": recipe.tokenizer.path, "sha256": spec.sha256})
+        results = state.start(_fingerprint(resumable, spec.sha256, units), plan,
+                              replan=lambda old, done: input_changes.replanned(old, plan, units, inputs, done, out))
         input_changes.accept(state, inputs, units, results)
+        if recipe.on_bad_record == "error":
+            input_changes.redo_under_error(state, results)
         dtype = dtype_for_vocab(spec.vocab_size)
         splits = ("train", "val") if recipe.output.val_fraction > 0 else ("train",)
         streamed = recipe.dedup != "exact"  # exact dedup must see every unit before placing a shard

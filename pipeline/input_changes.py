@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 
 from pipeline.errors import PrepError, SchemaError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
 
-__all__ = ["accept", "describe", "note_failed", "note_stop", "plan_entry", "recipe_key", "replanned"]
+__all__ = ["RUN_ONLY_FIELDS", "accept", "describe", "note_failed", "note_stop", "plan_entry", "recipe_key",
+           "redo_under_error", "replanned", "resume_content"]
 
 
 def plan_entry(u: WorkUnit) -> tuple:
@@ -46,8 +48,28 @@ def plan_entry(u: WorkUnit) -> tuple:
     return (u.path, u.start, u.end, *u.paths, *[(m.path, m.start, m.end) for m in u.group])
 
 
+# Recipe fields that decide no unit's output, only the manifest's record of the recipe (written from
+# the resuming run's recipe) or when the run stops: changed between a stop and its resume, the run goes
+# on. The max_bad_records error itself says "raise the limit ... re-run to resume", which was refused as
+# another recipe's run. on_bad_record: a unit journaled under `error` rejected nothing, as under `skip`;
+# the other way, units that rejected records under `skip` are redone under `error` (`redo_under_error`).
+RUN_ONLY_FIELDS = ("name", "on_bad_record", "max_bad_records")
+
+
+def resume_content(recipe_dict: dict) -> dict:
+    """The recipe fields an unfinished run must share to be resumed (its fingerprint's)."""
+    return {k: v for k, v in recipe_dict.items() if k not in RUN_ONLY_FIELDS}
+
+
 def recipe_key(recipe_dict: dict, tokenizer_sha: str) -> str:
     return hashlib.sha256(json.dumps([recipe_dict, tokenizer_sha], sort_keys=True).encode()).hexdigest()
+
+
+def redo_under_error(state: RunState, results: dict[int, dict]) -> None:
+    """Under `on_bad_record: error`, the journaled units that rejected records or failed (the run was
+    begun under `skip`) are redone, so the run stops at the first bad record as a fresh one does."""
+    state.forget_units(results, {i for i, r in results.items()
+                                 if r.get("num_rejects") or r["status"] != "ok" or r.get("failed_files")})
 
 
 def _unit_key(u: WorkUnit) -> str:
@@ -57,27 +79,34 @@ def _unit_key(u: WorkUnit) -> str:
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
 
 
-def describe(units: list[WorkUnit], inputs: dict[str, list], recipe: str) -> dict:
+def describe(units: list[WorkUnit], inputs: dict[str, list], recipe_dict: dict, tokenizer: dict) -> dict:
     """plan.json's fields beside the fingerprint: the input files' identities (`accept`), and for
-    `replanned` the recipe key, each unit's key (19 bytes a unit in JSON) and each file's first and last unit."""
+    `replanned` the recipe (resume_content) and tokenizer (name, sha256) to name what changed, each
+    unit's key (19 bytes a unit in JSON) and each file's first and last unit."""
     spans: dict[str, list[int]] = {}
     for u in units:
         for path in u.files():
             spans.setdefault(path, [u.index, u.index])[1] = u.index
-    return {"units": len(units), "inputs": inputs, "recipe_key": recipe,
+    return {"units": len(units), "inputs": inputs, "recipe": recipe_dict, "tokenizer": tokenizer,
+            "recipe_key": recipe_key(recipe_dict, tokenizer["sha256"]),
             "unit_keys": [_unit_key(u) for u in units], "spans": spans}
 
 
-def replanned(old: dict, recipe: str, units: list[WorkUnit], inputs: dict[str, list], done: dict[int, dict],
+def replanned(old: dict, now: dict, units: list[WorkUnit], inputs: dict[str, list], done: dict[int, dict],
               out) -> int | None:
-    """For an unfinished run in `out` of another plan (plan.json `old`, its finished units `done`): how
-    many leading units of it this plan keeps, or None to refuse it as another run. Taken when the
-    recipe and tokenizer are the same and an input file was changed, added or removed since; a changed
-    or removed file with units done from its old contents raises PrepError naming it, as `accept`
-    does, unless the run stopped or failed on it (a damaged file replaced: its units before the damage
-    read bytes the replacement shares)."""
+    """For an unfinished run in `out` of another plan (plan.json `old`, its finished units `done`;
+    `now`: this run's `describe`): how many leading units of it this plan keeps, or None to refuse it
+    as another run. A change of recipe or tokenizer raises PrepError naming it. Taken when the recipe
+    and tokenizer are the same and an input file was changed, added or removed since; a changed or
+    removed file with units done from its old contents raises PrepError naming it, as `accept` does,
+    unless the run stopped or failed on it (a damaged file replaced: its units before the damage read
+    bytes the replacement shares)."""
     keys, was = old.get("unit_keys"), old.get("inputs") or {}
-    if keys is None or old.get("recipe_key") != recipe:
+    if old.get("recipe_key") != now["recipe_key"]:
+        if "recipe" in old and "tokenizer" in old:
+            raise PrepError(_recipe_changed(out, old, now))
+        return None
+    if keys is None:
         return None
     changed = [path for path in was if path not in inputs or _differs(was[path], inputs[path])]
     if not changed and inputs.keys() <= was.keys():
@@ -167,6 +196,55 @@ def _mark_stopped_on(state: RunState, files: set[str]) -> None:
             state.update_plan(stopped_on=sorted({*state.plan.get("stopped_on", ()), *files}))
         except OSError:
             pass
+
+
+def _recipe_changed(out, old: dict, now: dict) -> str:
+    """The refusal of an unfinished run of another recipe or tokenizer, naming the first change and
+    how to resume (the old value back) or start over."""
+    start_over = "or pass --overwrite to discard it and start over with this recipe"
+    was, tok = old["tokenizer"], now["tokenizer"]
+    changes = _changes(old["recipe"], now["recipe"])
+    if not changes:  # the same recipe: the tokenizer file at its path changed
+        return (f"{out}: holds an unfinished run made with another tokenizer at {tok['name']} (sha256 "
+                f"{was['sha256'][:12]}... then, {tok['sha256'][:12]}... now); put that file back to resume it, "
+                f"{start_over}")
+    key, then, value = changes[0]
+    more = f" (and {len(changes) - 1} more field(s))" if len(changes) > 1 else ""
+    back = (f"set it back (--set {shlex.quote(f'{key}={_as_yaml(then)}')})" if then is not _MISSING
+            else "remove it from the recipe")
+    return (f"{out}: holds an unfinished run of another recipe: {key} was {_shown(then)}, now {_shown(value)}{more}; "
+            f"{back} and re-run to resume it, {start_over}")
+
+
+_MISSING = object()  # a key the recipe then did not have (one added to prep since, at its default)
+
+
+def _changes(old, new, key: str = "") -> list[tuple[str, object, object]]:
+    """(dotted key, old value, new value) of each field that differs, in the recipe's order; a recipe's
+    one source is `source.` as --set names it, several `sources.<i>.`."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for k in [*old, *(k for k in new if k not in old)]:
+            found += _changes(old.get(k, _MISSING), new.get(k, _MISSING), f"{key}{k}.")
+        return found
+    if key == "sources." and isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            found += _changes(a, b, "source." if len(old) == 1 else f"sources.{i}.")
+        return found
+    return [] if old == new else [(key[:-1], old, new)]
+
+
+def _shown(value) -> str:
+    return "not set" if value is _MISSING else json.dumps(value)
+
+
+def _as_yaml(value) -> str:
+    """`value` as --set reads it back (YAML: JSON's scalars and lists are YAML too)."""
+    import yaml
+    if isinstance(value, str) and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value)
 
 
 def _differs(was: list, now: list) -> bool:

@@ -195,27 +195,27 @@ def test_marking_a_stop_never_replaces_the_runs_own_error():
 
 
 def test_a_file_replaced_after_a_kill_that_plans_otherwise_resumes_when_none_of_it_was_done(tmp_path):
-    """Killed (no recorded stop), then c.jsonl, not read yet, replaced by a file twice its size: two
-    units where it was one, so the plan differs. It was refused as "an unfinished run of a different
-    recipe or different input files" though the recipe is the same and no unit of c was done; an
-    unchanged plan takes such a file as it is now. Now the units planned the same are kept and the
-    rest run, and the dataset is a fresh run's over the current files, for 1 or 2 workers."""
+    """Killed (no recorded stop), then a file none of whose units was done replaced by one twice its
+    size: two units where it was one, so the plan differs. It was refused as "an unfinished run of a
+    different recipe or different input files" though the recipe is the same and no unit of the file
+    was done; an unchanged plan takes such a file as it is now. Now the units planned the same are
+    kept and the rest run, and the dataset is a fresh run's over the current files, for 1 or 2 workers."""
     d = _three_files(tmp_path)
     recipe = write_recipe(tmp_path, d / "*.jsonl")
-    reference = None
     for workers in (1, 2):
         out = tmp_path / f"out{workers}"
-        (d / "c.jsonl").write_bytes(_lines(LINES_PER_FILE, skip=2 * LINES_PER_FILE))
+        for k, name in enumerate("abc"):
+            (d / f"{name}.jsonl").write_bytes(_lines(LINES_PER_FILE, skip=k * LINES_PER_FILE))
         assert run_prep(recipe, out, workers=workers, fault="journal:1").returncode == -signal.SIGKILL
         done = [e["unit"] for e in journal_lines(out)]
-        assert len(done) == 1 and done[0] in (0, 1)  # a's or b's unit: never c's
-        (d / "c.jsonl").write_bytes(_lines(150, skip=300))  # ~95 kB: two units of 64 KiB
+        assert len(done) == 1
+        # the last file not done (a file is a unit here): c, unless 2 workers finished its unit first
+        name = next(name for k, name in reversed(list(enumerate("abc"))) if k not in done)
+        (d / f"{name}.jsonl").write_bytes(_lines(150, skip=300))  # ~95 kB: two units of 64 KiB
 
         r = run_prep(recipe, out, workers=3 - workers)  # resumed with the other worker count
         assert r.returncode == 0, r.stderr
-        if reference is None:
-            reference = _fresh(tmp_path, recipe, "fresh")
-        assert_complete(out, reference)
+        assert_complete(out, _fresh(tmp_path, recipe, f"fresh{workers}"))
 
 
 def test_a_file_with_units_done_replaced_after_a_kill_is_refused_naming_it_though_the_plan_differs(tmp_path):
