@@ -76,7 +76,7 @@ def test_kill_at_point_then_rerun_is_identical(tmp_path, recipe, reference, faul
         json.loads(manifest.read_text())
         assert check_dataset(out, quick=False) == []  # complete the moment it exists
 
-    rerun = run_prep(recipe, out, workers=workers)
+    rerun = run_prep(recipe, out, workers=3 - workers)  # resumed with the other worker count: same bytes
     assert rerun.returncode == 0, rerun.stderr
     assert_complete(out, reference)
 
