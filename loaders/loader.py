@@ -36,6 +36,7 @@ from .shards import TokenShards
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
 
 STATE_VERSION = 1
+_WORKER_ERROR = "_prep_error"  # the key of a "batch" that carries a worker's PrepError instead
 PathLike = str | os.PathLike
 
 
@@ -55,7 +56,25 @@ class _RankBatches(Dataset):
 
     def __getitem__(self, key: tuple[int, int]) -> dict:
         epoch, start = key
-        return build_batch(self.plan, epoch, start, self.rank, pin=self.pin)
+        try:
+            return build_batch(self.plan, epoch, start, self.rank, pin=self.pin)
+        except PrepError as e:
+            # handed back as a batch: raised in a worker, torch re-raised it as "Caught PrepError in
+            # DataLoader worker process 0. Original Traceback ...", the user's one line buried in it
+            return {_WORKER_ERROR: (type(e), str(e))}
+
+
+def _raise_worker_errors(raws: Iterator[dict]) -> Iterator[dict]:
+    """Raise the PrepError a worker handed back (see _RankBatches) as itself, one line."""
+    for raw in raws:
+        if _WORKER_ERROR in raw:
+            kind, message = raw[_WORKER_ERROR]
+            try:
+                error = kind(message)
+            except TypeError:  # a subclass built from other arguments (TooSmallForABatch)
+                error = PrepError(message)
+            raise error
+        yield raw
 
 
 class _StartSampler(Sampler):
@@ -219,6 +238,8 @@ class MemmapLoader:
     def __iter__(self) -> Iterator[dict]:
         """The remaining batches of the current epoch; at its end the epoch advances."""
         self._restored = False
+        for s in self.plan.sources:  # one stat each: rebuilt under us, the plan would mix two datasets
+            s.shards.check_unchanged()
         starts = self.plan.batch_starts(self.epoch, self.consumed)
         if not starts and self.consumed:  # resumed exactly at an epoch's end
             self.set_epoch(self.epoch + 1)
@@ -235,14 +256,23 @@ class MemmapLoader:
         # does a pass whose position set_epoch / load_state_dict moved).
         self._passes += 1
         this_pass = self._passes
-        for start, batch in zip(starts, self._prefetcher(iter(self._get_dataloader()))):
-            self.consumed = min(start + step, n_units)  # counted on hand-out, not on prefetch
-            yield batch
-            if self._passes != this_pass:
-                raise PrepError("this loader was iterated again (a newer `for ... in loader` or iter(loader)), "
-                                "or its position set (set_epoch, load_state_dict), while this iterator was still "
-                                "open; it cannot continue. Keep one iterator per loader, and move it between "
-                                "passes: break out of the loop, then set_epoch and iterate again")
+        raws = iter(self._get_dataloader())
+        try:
+            for start, batch in zip(starts, self._prefetcher(_raise_worker_errors(raws))):
+                self.consumed = min(start + step, n_units)  # counted on hand-out, not on prefetch
+                yield batch
+                if self._passes != this_pass:
+                    raise PrepError("this loader was iterated again (a newer `for ... in loader` or iter(loader)), "
+                                    "or its position set (set_epoch, load_state_dict), while this iterator was "
+                                    "still open; it cannot continue. Keep one iterator per loader, and move it "
+                                    "between passes: break out of the loop, then set_epoch and iterate again")
+        except Exception:
+            # a pass ended by an error (DatasetChanged, ...): its workers stop now. Left to the error's
+            # traceback, which holds this frame, they stopped whenever the cycle collector came by
+            # (`except ... as e` kept, pytest.raises), and its shutdown waits 5 s per worker
+            if not self._dl_kwargs["persistent_workers"] and hasattr(raws, "_shutdown_workers"):
+                raws._shutdown_workers()
+            raise
         if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
             self.set_epoch(epoch + 1)
 

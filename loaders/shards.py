@@ -7,6 +7,12 @@ set stays flat (a persistent memmap grows file-backed RSS toward the dataset siz
 many shards do not exhaust file descriptors (fds are opened lazily, at most MAX_OPEN_FILES, LRU).
 File descriptors never cross a fork or a pickle: a worker re-opens what it reads.
 
+A dataset rewritten while a loader reads it (`prep tokenize --overwrite` renames new files over the
+old ones) is refused, not mixed in: the manifest's and each `.bin`'s identity (size, mtime in ns) is
+recorded on open; `check_unchanged` (one stat, at each pass start) compares the manifest's, and a shard
+file opened later (by a worker, or after the LRU closed it) is fstat-ed once against its own. Before,
+the loader read the new shards at the old offsets (two datasets in one run) or stopped on a "short read".
+
 The global document index (token offset of every document, int64[N+1], and lengths, int32[N]) is
 derived from the `.idx` files once, checked against them, and cached on disk (12 B per document).
 """
@@ -28,9 +34,28 @@ from pipeline.manifest import MANIFEST_NAME, idx_bytes, read_idx, read_idx_heade
 
 from .cache import ArrayCache
 
-__all__ = ["TokenShards", "check_tokenizer"]
+__all__ = ["DatasetChanged", "TokenShards", "check_tokenizer", "file_identity"]
 
 MAX_OPEN_FILES = 128
+
+
+class DatasetChanged(PrepError):
+    """The dataset on disk is no longer the one a loader planned its batches over."""
+
+    @classmethod
+    def of(cls, root: Path, what: str) -> DatasetChanged:
+        return cls(f"{root}: the dataset changed while this loader was using it ({what}; was it rebuilt, e.g. "
+                   "`prep tokenize --overwrite`?); its batches would mix two datasets. Construct a new "
+                   "MemmapLoader over the new dataset (a state saved on the old one resumes only if the new "
+                   "one is identical), and do not rewrite a dataset a training run is reading: write the "
+                   "new one to another directory")
+
+
+def file_identity(st: os.stat_result) -> tuple[int, int]:
+    """(size, mtime in ns): what tells a file replaced by rename from the one recorded. Not the inode:
+    FUSE mounts (gcsfuse and the like) may number the same file anew after the kernel forgets it, and a
+    false alarm would stop a training run; a rebuilt file has a later mtime (ns clocks: ext4, xfs)."""
+    return st.st_size, st.st_mtime_ns
 
 
 def check_tokenizer(tokenizer: dict, expect: str | None, where: str) -> None:
@@ -70,6 +95,7 @@ class TokenShards:
         self.root = Path(root)
         self.split = split
         _check_root(self.root)
+        self._manifest_id = self._manifest_identity()  # before reading it: a rewrite during the open is caught below
         self.manifest = read_manifest(self.root)
         where = str(self.root / MANIFEST_NAME)
         if split not in self.manifest.splits:
@@ -87,7 +113,11 @@ class TokenShards:
             raise PrepError(f"{where}: split {split!r} says {info.num_docs} docs / {info.num_tokens} tokens "
                             f"but its shards add up to {self.num_docs} / {self.num_tokens}; the manifest is "
                             "corrupt (re-run `prep tokenize`)")
+        # file_identity of each .idx / .bin, recorded by _check_sizes
+        self._idx_ids: list[tuple[int, int]] = []
+        self._bin_ids: list[tuple[int, int]] = []
         self._check_sizes()
+        self.check_unchanged()  # the manifest was replaced while the shards were being checked
         if verify:
             self.verify()
         self.fingerprint = hashlib.sha256(json.dumps({
@@ -99,6 +129,31 @@ class TokenShards:
         self._pid = os.getpid()
 
     # -- checks ---------------------------------------------------------------------------------
+
+    def _manifest_identity(self) -> tuple[int, int] | None:
+        try:
+            return file_identity(os.stat(self.root / MANIFEST_NAME))
+        except FileNotFoundError:
+            return None
+
+    def check_unchanged(self) -> None:
+        """Refuse a dataset whose manifest was replaced or removed since the open (one stat). prep writes
+        the manifest last and removes it first when it rebuilds, so every rewrite changes it."""
+        now = self._manifest_identity()
+        if now != self._manifest_id:
+            raise DatasetChanged.of(self.root, f"{MANIFEST_NAME} " + ("was removed" if now is None else "was replaced"))
+
+    def _check_file(self, path: Path, want: tuple[int, int], fd: int | None = None) -> None:
+        """`path` (or its open `fd`) is still the file recorded on open; else DatasetChanged, naming the
+        manifest when that changed too (a rebuild: the usual cause)."""
+        try:
+            st = os.fstat(fd) if fd is not None else os.stat(path)
+        except FileNotFoundError:
+            st = None
+        if st is None or file_identity(st) != want:
+            self.check_unchanged()
+            how = "was removed" if st is None else "was replaced or modified"
+            raise DatasetChanged.of(self.root, f"{path.name} of split {self.split!r} {how}")
 
     def _check_sizes(self) -> None:
         itemsize = self.dtype.itemsize
@@ -113,11 +168,15 @@ class TokenShards:
                 raise PrepError(f"{idx_path}: index holds {header.num_seqs} {header.dtype.name} documents, the "
                                 f"manifest says {shard.num_docs} {self.dtype.name}; the file belongs to another "
                                 "dataset or run (re-run `prep tokenize`)")
+            ids = []
             for p, want in ((idx_path, idx_bytes(shard.num_docs)), (bin_path, shard.num_tokens * itemsize)):
-                got = os.path.getsize(p)
-                if got != want:
-                    raise PrepError(f"{p}: {got} bytes, the manifest implies {want}; the file is truncated "
+                st = os.stat(p)
+                if st.st_size != want:
+                    raise PrepError(f"{p}: {st.st_size} bytes, the manifest implies {want}; the file is truncated "
                                     "or from another run (re-run `prep tokenize`, or `prep verify` for details)")
+                ids.append(file_identity(st))
+            self._idx_ids.append(ids[0])
+            self._bin_ids.append(ids[1])
 
     def verify(self) -> None:
         """Full check, the one `prep verify` runs: sha256 of every .bin, every .idx against its .bin,
@@ -148,6 +207,9 @@ class TokenShards:
             lengths = np.empty(self.num_docs, dtype=np.int32)
             for k, name in enumerate(self.names):
                 _, idx_path = shard_paths(self.root, self.split, name)
+                # read once per cache build (first pass), so the one stat is no cost: an index rebuilt
+                # since the open would give the new dataset's documents the old one's offsets
+                self._check_file(idx_path, self._idx_ids[k])
                 lens = self._check_index(idx_path, int(self.tok_base[k + 1] - self.tok_base[k]))
                 lengths[self.doc_base[k]:self.doc_base[k + 1]] = lens
             starts = np.zeros(self.num_docs + 1, dtype=np.int64)
@@ -171,10 +233,26 @@ class TokenShards:
         if fd is None:
             if len(self._fds) >= MAX_OPEN_FILES:
                 os.close(self._fds.popitem(last=False)[1])
-            fd = os.open(shard_paths(self.root, self.split, self.names[k])[0], os.O_RDONLY)
+            fd = self._open_checked(k)
             self._fds[k] = fd
         else:
             self._fds.move_to_end(k)
+        return fd
+
+    def _open_checked(self, k: int) -> int:
+        """Open shard k's .bin and check it is the file recorded on open: one fstat per open (each process
+        opens a shard once, up to MAX_OPEN_FILES at a time), never per batch."""
+        path = shard_paths(self.root, self.split, self.names[k])[0]
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._check_file(path, self._bin_ids[k])  # raises, naming the manifest or the file
+            raise
+        try:
+            self._check_file(path, self._bin_ids[k], fd)
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def read_into(self, starts, lengths, out: np.ndarray, offsets) -> None:
@@ -197,8 +275,9 @@ class TokenShards:
                 while pos < end:  # preadv may return short counts; zero means the file shrank
                     got = os.preadv(self._fd(k), [view[pos:end]], at)
                     if got <= 0:
-                        raise PrepError(f"{shard_paths(self.root, self.split, self.names[k])[0]}: short read; "
-                                        "the file changed since the loader opened it")
+                        # a file truncated in place (a rename-replaced one is caught on open): the fd's size now
+                        raise DatasetChanged.of(self.root, f"{self.names[k]}.bin of split {self.split!r} was cut to "
+                                             f"{os.fstat(self._fd(k)).st_size} bytes while open")
                     pos, at = pos + got, at + got
                 s, n, o = s + take, n - take, o + take
 
