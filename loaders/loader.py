@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import multiprocessing
 import os
 import warnings
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -36,6 +38,8 @@ from .shards import TokenShards
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
 
 STATE_VERSION = 1
+_PREFETCH_FACTOR = 2  # batches each worker makes ahead (torch's default)
+_PREFETCH_DEPTH = 2  # batches copied ahead to a CUDA device
 _WORKER_ERROR = "_prep_error"  # the key of a "batch" that carries a worker's PrepError instead
 PathLike = str | os.PathLike
 
@@ -133,9 +137,34 @@ def _check_config_names(config: dict) -> None:
         raise PrepError(f"MemmapLoader got unknown argument(s) {', '.join(unknown)}; loader settings are "
                         f"{', '.join(known)} (see LoaderConfig), plus the DataLoader and device arguments")
     required = {"batch_size": "rows per rank per batch", "seq_len": "tokens per row"}
+    if config.get("max_tokens") is not None:  # token-budget batches: batch_size sets no batch's size
+        del required["batch_size"]
     missing = [f"{k}=... ({what})" for k, what in required.items() if k not in config]
     if missing:
         raise PrepError(f"MemmapLoader needs {' and '.join(missing)}")
+
+
+def _check_worker_options(num_workers: int, prefetch_factor, persistent_workers, multiprocessing_context) -> None:
+    """DataLoader options of worker processes: with num_workers=0 a value other than the default did
+    nothing, silently (torch's DataLoader refuses prefetch_factor and persistent_workers there too),
+    as loaders.options refuses a mode's option in another mode."""
+    if not isinstance(persistent_workers, (bool, np.bool_)):  # a non-empty string was truthy
+        raise PrepError(f"persistent_workers must be True or False, got {persistent_workers!r}")
+    if num_workers > 0:  # torch asserted on the first batch, then warned from the iterator's __del__
+        _check_count("prefetch_factor", prefetch_factor, 1)
+        methods = multiprocessing.get_all_start_methods()
+        if isinstance(multiprocessing_context, str) and multiprocessing_context not in methods:
+            # torch's ValueError came from the first iter(), as a traceback
+            raise PrepError(f"multiprocessing_context={multiprocessing_context!r} is not a start method here; use one "
+                            f"of {', '.join(map(repr, methods))} (or None: the platform's default)")
+        return
+    for option, value, default in (("prefetch_factor", prefetch_factor, _PREFETCH_FACTOR),
+                                   ("persistent_workers", persistent_workers, False),
+                                   ("multiprocessing_context", multiprocessing_context, None)):
+        if value != default:
+            raise PrepError(f"{option}={value!r} has no effect with num_workers=0: it applies to worker processes "
+                            f"(num_workers > 0) only; leave {option} out (or at its default {default!r}), or "
+                            "set num_workers")
 
 
 def _check_count(name: str, value, least: int) -> int:
@@ -160,9 +189,9 @@ class MemmapLoader:
 
     def __init__(self, data: PathLike | Sequence[tuple[PathLike, float]], *, epoch: int = 0,
                  rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
-                 prefetch_factor: int = 2, persistent_workers: bool = False,
+                 prefetch_factor: int = _PREFETCH_FACTOR, persistent_workers: bool = False,
                  multiprocessing_context: str | None = None, device: str | torch.device = "cpu",
-                 pin_memory: bool | None = None, prefetch_depth: int = 2, expect_tokenizer: str | None = None,
+                 pin_memory: bool | None = None, prefetch_depth: int = _PREFETCH_DEPTH, expect_tokenizer: str | None = None,
                  verify: bool = False, cache_dir: PathLike | bool | None = None, **config):
         _check_config_names(config)
         self.config = LoaderConfig(**config)
@@ -199,15 +228,18 @@ class MemmapLoader:
         check_mix(shards, expect_tokenizer)
         self.plan = EpochPlan([Source(s, self.config, cache) for s in shards], [w for _, w in specs],
                               self.config, self.world_size, cache)
-        self.num_workers = int(num_workers)
-        if self.num_workers < 0:
-            raise PrepError(f"num_workers must be >= 0, got {num_workers}")
-        if self.num_workers > 0:  # torch asserted on the first batch, then warned from the iterator's __del__
-            prefetch_factor = _check_count("prefetch_factor", prefetch_factor, 1)
-        self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers) and self.num_workers > 0,
-                           "multiprocessing_context": multiprocessing_context if self.num_workers > 0 else None}
+        self.num_workers = _check_count("num_workers", num_workers, 0)  # 1.5 was taken as 1, "2" a ValueError
+        _check_worker_options(self.num_workers, prefetch_factor, persistent_workers, multiprocessing_context)
+        self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers),
+                           "multiprocessing_context": multiprocessing_context}
         if self.num_workers > 0:
             self._dl_kwargs["prefetch_factor"] = prefetch_factor
+        prefetch_depth = _check_count("prefetch_depth", prefetch_depth, 0)  # 0 and -1 were taken as 1
+        if prefetch_depth != _PREFETCH_DEPTH and self.device.type != "cuda":
+            # a warning, not a refusal: the same config runs on CPU in tests and on CUDA in training
+            warnings.warn(f"prefetch_depth={prefetch_depth} has no effect on device {str(self.device)!r}: it sets "
+                          "how many batches are copied ahead to a CUDA device; on CPU, num_workers and "
+                          "prefetch_factor set how far ahead batches are made", stacklevel=2)
         # a partial, not a bound method: a loader -> prefetcher -> loader cycle would leave persistent
         # workers to the cycle collector, whose shutdown of them hangs for 5 s per worker
         self._prefetcher = Prefetcher(self.device, functools.partial(finish_batch, attention_mask=self.config.attention_mask),

@@ -59,8 +59,9 @@ def is_int(v) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderConfig:
-    batch_size: int
-    """Rows per rank per batch; the global batch is batch_size * world_size rows."""
+    batch_size: int | None = None
+    """Rows per rank per batch; the global batch is batch_size * world_size rows. Required, except with
+    max_tokens (grouped), whose batches are sized by tokens: there it may be left out, and sets nothing."""
     seq_len: int
     """T: tokens per row (windows read T + 1 tokens; grouped rows are at most T)."""
     split: str = "train"
@@ -89,10 +90,13 @@ class LoaderConfig:
     """Positions per epoch; default: every sample once (one dataset) or the most the mix allows."""
 
     def __post_init__(self):
+        if self.batch_size is None and self.max_tokens is None:
+            raise PrepError("batch_size must be an integer, got None; only token-budget batches (mode='grouped' "
+                            "with max_tokens) are sized without it")
         self._check_types()
         if self.mode not in MODES:
             raise PrepError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.batch_size < 1 or self.seq_len < 1:
+        if (self.batch_size is not None and self.batch_size < 1) or self.seq_len < 1:
             raise PrepError(f"batch_size and seq_len must be >= 1, got {self.batch_size}, {self.seq_len}")
         if self.packing not in ("bfd", "concat"):
             raise PrepError(f"packing must be 'bfd' or 'concat', got {self.packing!r}")
@@ -131,7 +135,8 @@ class LoaderConfig:
             if v is None and defaults[name] is None:
                 continue
             if not is_int(v):
-                none = " (or None)" if defaults[name] is None else ""
+                # batch_size may be None only with max_tokens (checked first in __post_init__)
+                none = " (or None)" if defaults[name] is None and (name != "batch_size" or self.max_tokens) else ""
                 raise PrepError(f"{name} must be an integer{none}, got {v!r}")
             object.__setattr__(self, name, int(v))
         for name in _BOOL_FIELDS:
@@ -264,7 +269,8 @@ class EpochPlan:
         self._grouped: tuple[int, dict, dict] | None = None  # (epoch, arrays, cache key) opened in this process
         self.counts = mixture_weights(weights) if len(sources) > 1 else np.ones(1, dtype=np.int64)
         self.pattern = mixture_pattern(self.counts)
-        self.global_batch = cfg.batch_size * self.world_size
+        # rows per global batch; None for token-budget batches left without a batch_size (rows vary)
+        self.global_batch = cfg.batch_size * self.world_size if cfg.batch_size is not None else None
         # grouped mode shuffles by its own megabatch permutation; a lone source needs no second one
         self.source_shuffle = cfg.shuffle and not (cfg.mode == "grouped" and len(sources) == 1)
         self.fingerprint = derive_key(*(int(s.shards.fingerprint[:15], 16) for s in sources),

@@ -36,7 +36,7 @@ class Prefetcher:
     def __init__(self, device: torch.device | str, finish: Callable[[dict], dict], depth: int = 2):
         self.device = torch.device(device)
         self.finish = finish
-        self.depth = max(1, int(depth))
+        self.depth = int(depth)  # 0: each batch's copy is waited for as it is handed out
 
     def __call__(self, raws: Iterable[dict]) -> Iterator[dict]:
         if self.device.type != "cuda":

@@ -1,12 +1,17 @@
 """Loader arguments of the wrong type or range: one PrepError naming the argument, at construction,
 never an error from inside numpy or torch on the first batch."""
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 
 from loaders import MemmapLoader
 from loaders.plan import LoaderConfig
 from pipeline.errors import PrepError
+
+from .loaderkit import collect
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -146,3 +151,61 @@ def test_bench_gives_a_mode_only_the_options_that_act_in_it(dataset):
     with pytest.raises(PrepError, match="pad_multiple=8 has no effect in mode 'windows'"):  # acts in no benched mode
         run_loader_bench(dataset, modes=("windows",), num_workers=(0,), batch_size=2, seq_len=32, num_batches=2,
                          pad_multiple=8)
+
+
+@pytest.mark.parametrize("kw, shown", [
+    ({"persistent_workers": True}, "persistent_workers=True"),
+    ({"prefetch_factor": 4}, "prefetch_factor=4"),
+    ({"multiprocessing_context": "spawn"}, "multiprocessing_context='spawn'"),
+])
+def test_worker_options_without_workers_are_refused_by_name(dataset, kw, shown):
+    # were taken and silently ignored with num_workers=0 (torch's DataLoader refuses the first two there)
+    option = next(iter(kw))
+    with pytest.raises(PrepError, match=rf"^{re.escape(shown)} has no effect with num_workers=0: it applies to worker "
+                                        rf"processes \(num_workers > 0\) only; leave {option} out"):
+        MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, num_workers=0, **kw)
+
+
+def test_worker_option_defaults_passed_explicitly_are_taken_without_workers(dataset):
+    shared = {"prefetch_factor": 2, "persistent_workers": False, "multiprocessing_context": None}
+    loader = MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, num_workers=0, **shared)
+    assert len(collect(loader, limit=2)) == 2
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"num_workers": 1.5}, "num_workers must be an integer >= 0, got 1.5"),  # was taken as 1 worker
+    ({"num_workers": 2, "persistent_workers": "no"}, "persistent_workers must be True or False, got 'no'"),  # truthy
+    ({"num_workers": 2, "multiprocessing_context": "spwan"}, r"multiprocessing_context='spwan' is not a start method"),
+    ({"prefetch_depth": -1}, "prefetch_depth must be an integer >= 0, got -1"),  # was taken as 1
+])
+def test_worker_and_prefetch_values_are_checked(dataset, kw, match):
+    with pytest.raises(PrepError, match=match):
+        MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, **kw)
+
+
+def test_prefetch_depth_on_cpu_warns_that_it_does_nothing(dataset):
+    # a warning, not a refusal: one config runs on CPU in tests and on CUDA in training
+    with pytest.warns(UserWarning, match="prefetch_depth=4 has no effect on device 'cpu': it sets how many batches "
+                                         "are copied ahead to a CUDA device"):
+        loader = MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, prefetch_depth=4)
+    assert len(collect(loader, limit=2)) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, prefetch_depth=2)  # the default: no warning
+
+
+def test_max_tokens_needs_no_batch_size(dataset):
+    # batch_size was required with max_tokens, where it sizes no batch
+    budget = {"seq_len": 128, "mode": "grouped", "max_tokens": 512, "cache_dir": False}
+    loader = MemmapLoader(dataset, **budget)
+    got = collect(loader)
+    same = collect(MemmapLoader(dataset, batch_size=3, **budget))  # given anyway (as it had to be): the same batches
+    assert len(got) == len(same) > 1
+    for a, b in zip(got, same):
+        np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+        assert a["input_ids"].size <= 512
+    assert loader.state_dict()["global_batch"] is None  # rows per batch vary
+    with pytest.raises(PrepError, match=r"needs batch_size=\.\.\. \(rows per rank per batch\)$"):
+        MemmapLoader(dataset, seq_len=128, mode="grouped", cache_dir=False)
+    with pytest.raises(PrepError, match="batch_size must be an integer, got None; only token-budget batches"):
+        LoaderConfig(seq_len=16)

@@ -72,7 +72,7 @@ def test_pin_memory_without_cuda_warns_and_gives_the_same_batches(dataset, worke
 @pytest.mark.parametrize("kw, match", [
     ({"mode": "grouped", "pad_multiple": 8, "max_tokens": 16}, "max_tokens=16 cannot hold one row of seq_len=32"),
     ({"samples_per_epoch": 0}, "samples_per_epoch must be >= 1"),
-    ({"num_workers": -1}, "num_workers must be >= 0"),
+    ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
 ])
 def test_arguments_that_cannot_work_are_refused_at_construction(dataset, kw, match):
     """max_tokens under seq_len was taken, and one-row batches then broke the budget; the other two
