@@ -29,7 +29,7 @@ __all__ = [
     "FORMAT_VERSION", "IDX_MAGIC", "IDX_HEADER_BYTES", "DTYPE_CODES", "MANIFEST_NAME",
     "dtype_for_vocab", "idx_bytes", "write_idx", "IdxHeader", "read_idx_header", "read_idx",
     "ShardInfo", "SplitInfo", "Manifest", "read_manifest", "write_manifest", "write_json_atomic",
-    "shard_paths", "is_plain_name",
+    "shard_paths", "is_plain_name", "DAMAGED_FIX",
 ]
 
 FORMAT_VERSION = 1
@@ -71,8 +71,8 @@ def is_plain_name(name: str) -> bool:
 
 def shard_paths(root: str | os.PathLike, split: str, name: str) -> tuple[Path, Path]:
     if not (is_plain_name(split) and is_plain_name(name)):  # pathlib's "Invalid name" ValueError reached the loader
-        raise PrepError(f"{Path(root) / MANIFEST_NAME}: shard {split!r}/{name!r} is not a plain file name; the "
-                        "manifest is damaged: restore it, or rebuild the dataset with `prep tokenize --overwrite`")
+        raise PrepError(f"{Path(root) / MANIFEST_NAME}: shard {split!r}/{name!r} is not a plain file name; "
+                        + DAMAGED_FIX)
     base = Path(root) / split / name
     return base.with_name(name + ".bin"), base.with_name(name + ".idx")
 
@@ -205,38 +205,84 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "manifest.json") -> Manifest:
-        version = d.get("format_version")
-        if version != FORMAT_VERSION:
-            raise PrepError(f"{where}: format_version {version!r}; this prep reads version {FORMAT_VERSION} "
+        """The manifest in `d` (parsed JSON), every field it reads checked for its JSON type: a PrepError
+        naming the field (`splits.train.shards[0].num_docs`) and the fix, for every reader alike."""
+        if not isinstance(d, dict):
+            raise PrepError(f"{where}: not a JSON object (a manifest is one)")
+        f = _Fields(where)
+        version = f.count(d, "format_version")  # first: a later version may hold other fields
+        if version > FORMAT_VERSION:
+            raise PrepError(f"{where}: format_version {version}; this prep reads version {FORMAT_VERSION} "
                             "(upgrade prep, or re-tokenize with this version)")
-        def count(v, what: str) -> int:  # int(123.5) and int("7") would pass a hand-edited manifest
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise PrepError(f"{where}: {what} is {v!r}, not a whole number")
-            if v >= 1 << 63:  # readers hold counts in int64: numpy raised OverflowError in the loader
-                raise PrepError(f"{where}: {what} is {v}, more than any dataset holds (int64)")
-            return v
-
+        if version < FORMAT_VERSION:  # no prep wrote one: "upgrade prep" was wrong advice
+            raise f.damaged("format_version", version, f"a version prep writes ({FORMAT_VERSION})")
+        splits = {}
+        for name, s in f.get(d, "splits", dict).items():
+            at = f"splits.{name}"
+            s = f.check(s, at, dict)
+            shards = tuple(f.shard(x, f"{at}.shards[{i}]") for i, x in enumerate(f.get(s, "shards", list, at)))
+            splits[name] = SplitInfo(f.count(s, "num_docs", at), f.count(s, "num_tokens", at), shards)
+        dtype = f.get(d, "dtype", str)
         try:
-            splits = {
-                name: SplitInfo(count(s["num_docs"], f"split {name!r} num_docs"),
-                                count(s["num_tokens"], f"split {name!r} num_tokens"),
-                                tuple(ShardInfo(str(x["name"]), count(x["num_docs"], f"shard {x['name']!r} num_docs"),
-                                                count(x["num_tokens"], f"shard {x['name']!r} num_tokens"),
-                                                str(x["sha256"])) for x in s["shards"]))
-                for name, s in d["splits"].items()
-            }
-            dtype = str(d["dtype"])
-            if np.dtype(dtype) not in DTYPE_CODES:
-                raise PrepError(f"{where}: dtype {dtype!r} is not uint16 or int32")
-            return cls(dtype=dtype, vocab_size=count(d["vocab_size"], "vocab_size"), tokenizer=dict(d["tokenizer"]),
-                       splits=splits, skipped=dict(d.get("skipped", {})), recipe=dict(d.get("recipe", {})),
-                       created_by=str(d.get("created_by", "")), failed_units=tuple(d.get("failed_units", ())))
-        except PrepError:
-            raise
-        except (KeyError, TypeError) as e:
-            raise PrepError(f"{where}: malformed manifest, missing or bad field {e}") from None
-        except (ValueError, AttributeError) as e:  # np.dtype("x"), dict("ab"), a list where an object belongs
-            raise PrepError(f"{where}: malformed manifest ({e})") from None
+            known = np.dtype(dtype) in DTYPE_CODES
+        except (TypeError, ValueError):  # np.dtype("x"): TypeError "data type 'x' not understood"
+            known = False
+        if not known:
+            raise f.damaged("dtype", dtype, "uint16 or int32")
+        counts = f.get(d, "skipped", dict, default={})
+        skipped = {reason: f.count(counts, reason, "skipped") for reason in counts}
+        failed = tuple(f.check(u, f"failed_units[{i}]", dict)
+                       for i, u in enumerate(f.get(d, "failed_units", list, default=[])))
+        return cls(dtype=dtype, vocab_size=f.count(d, "vocab_size"), tokenizer=f.get(d, "tokenizer", dict),
+                   splits=splits, skipped=skipped, recipe=f.get(d, "recipe", dict, default={}),
+                   created_by=f.get(d, "created_by", str, default=""), failed_units=failed,
+                   format_version=version)
+
+
+DAMAGED_FIX = "the manifest is damaged: restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`"
+_REQUIRED = object()
+_JSON_TYPES = {int: "a whole number", str: "a string", dict: "an object", list: "a list"}
+
+
+class _Fields:
+    """Reads a parsed manifest's fields, each checked for its JSON type. Unchecked, a wrong one was a
+    traceback in whichever reader used it (inspect's `{v:,}` of a skipped count "1": ValueError), wrong
+    advice (format_version "1": "upgrade prep") or silently coerced (failed_units "abc": 3 failed units,
+    shard name 5: the file 5.bin)."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def damaged(self, what: str, value, expected: str) -> PrepError:
+        shown = repr(value)
+        if len(shown) > 70:  # a whole recipe pasted where a string belongs: the line stays one line
+            shown = shown[:67] + "..."
+        return PrepError(f"{self.where}: {what} is {shown}, not {expected}; {DAMAGED_FIX}")
+
+    def check(self, value, what: str, tp: type):
+        if not isinstance(value, tp) or isinstance(value, bool):  # JSON true is an int to Python
+            raise self.damaged(what, value, _JSON_TYPES[tp])
+        return value
+
+    def get(self, obj: dict, key: str, tp: type, parent: str = "", default=_REQUIRED):
+        what = f"{parent}.{key}" if parent else key
+        if key not in obj:
+            if default is not _REQUIRED:
+                return default
+            raise PrepError(f"{self.where}: malformed manifest, no {what} field; {DAMAGED_FIX}")
+        return self.check(obj[key], what, tp)
+
+    def count(self, obj: dict, key: str, parent: str = "") -> int:
+        v = self.get(obj, key, int, parent)  # int(123.5) and int("7") would pass a hand-edited manifest
+        if v >= 1 << 63:  # readers hold counts in int64: numpy raised OverflowError in the loader
+            raise PrepError(f"{self.where}: {f'{parent}.{key}' if parent else key} is {v}, more than any dataset "
+                            f"holds (int64); {DAMAGED_FIX}")
+        return v
+
+    def shard(self, x, at: str) -> ShardInfo:
+        x = self.check(x, at, dict)
+        return ShardInfo(self.get(x, "name", str, at), self.count(x, "num_docs", at), self.count(x, "num_tokens", at),
+                         self.get(x, "sha256", str, at))
 
 
 def write_json_atomic(path: str | os.PathLike, obj, compact: bool = False) -> None:
