@@ -13,7 +13,7 @@ import typer
 
 from pipeline.cli_usage import HELP_OPTIONS, PrepGroup, print_version
 from pipeline.count_table import Column, count_table
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, closest
 from pipeline.interrupts import RESUME_HINT
 from pipeline.tokenize_command import err, exit_code, out, tokenize_command
 from pipeline.workers_option import parse_workers
@@ -137,9 +137,14 @@ def bench_loader(
 ) -> None:
     """Measure loader overhead: batches/s, tokens/s, time to first batch, packed fill, grouped padding,
     and (with --step-ms) the share of a training step spent waiting for data."""
+    from pipeline.manifest import read_manifest
+    from pipeline.verify import refuse_non_dataset
+
     directory = _local_dataset(directory, "bench-loader")
+    refuse_non_dataset(directory, "bench-loader")  # manifest.json or a split directory given: name the dataset's
     if not (directory / "manifest.json").exists():
         raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
+    _known_split(directory, read_manifest(directory), split)
     import importlib.util
     if importlib.util.find_spec("torch") is None:  # an optional dependency: `prep tokenize` needs none
         raise PrepError("bench-loader feeds the shards to PyTorch, which is not installed here: "
@@ -157,7 +162,7 @@ def bench_loader(
 def inspect(
     directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),
     docs: int = typer.Option(0, "--docs", "-n", min=0, metavar="N", help="Also decode and print the first N documents of --split."),
-    split: str = typer.Option("train", metavar="NAME", help="Split whose documents --docs prints."),
+    split: str | None = typer.Option(None, metavar="NAME", help="Split whose documents --docs prints (default: train)."),
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", metavar="PATH", help="tokenizer.json to decode --docs with, when the path the manifest names (as "
         "given to `prep tokenize`) does not resolve from here; its sha256 must match the manifest's."),
@@ -175,6 +180,9 @@ def inspect(
     directory = _local_dataset(directory, "inspect")
     refuse_non_dataset(directory, "inspect")  # manifest.json or a split directory given: name the dataset's
     m = read_manifest(directory)
+    if split is not None or docs:  # before the summary; --split alone was ignored. No -n: no split needed
+        split = split or "train"
+        _known_split(directory, m, split)
     t = m.tokenizer
     out.print(f"{directory}: {m.created_by}, format {m.format_version}, dtype {m.dtype}, vocab {m.vocab_size:,}; "
               f"tokenizer {t.get('name')} ({t.get('backend')}, boundary {t.get('boundary')}, "
@@ -192,7 +200,7 @@ def inspect(
         out.print(f"failed units: {len(m.failed_units)} (see manifest.json failed_units)", markup=False)
     # not read again; the shards --docs decodes are checked in full: decoding a cut .bin, or one
     # whose index or bytes changed, printed other documents' tokens as if they were these
-    problems = check_for_reading(directory, m, split, docs)
+    problems = check_for_reading(directory, m, split or "train", docs)
     if problems:
         shown = "\n  ".join(problems[:5]) + (f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise PrepError(f"{directory} is damaged:\n  {shown}\n`prep verify {directory}` checks it in full; "
@@ -213,6 +221,13 @@ def _local_dataset(directory: str, command: str) -> Path:
     return Path(local_path(directory))
 
 
+def _known_split(directory: Path, m, split: str) -> None:
+    """A --split the dataset does not have: one line naming the splits it has, before any output."""
+    if split not in m.splits:
+        has = f"it has {', '.join(m.splits)}{closest(split, m.splits)}" if m.splits else "it has no splits"
+        raise PrepError(f"--split {split}: {directory} has no split of that name; {has}")
+
+
 def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None) -> None:
     import numpy as np
 
@@ -220,8 +235,6 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
     from pipeline.recipe import TokenizerConfig
     from pipeline.tokenizers import load_tokenizer
 
-    if split not in m.splits:
-        raise PrepError(f"--split {split}: the dataset has splits {', '.join(m.splits)}")
     t = m.tokenizer
     path = tokenizer or t["name"]
     tiktoken_name = path.startswith("tiktoken:")  # no tokenizer.json: backend hf refused it, so no such dataset decoded

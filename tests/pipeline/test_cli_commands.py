@@ -280,3 +280,35 @@ def test_inspect_decodes_a_tiktoken_dataset(tmp_path, monkeypatch):
     result = runner.invoke(app, ["inspect", str(out), "--docs", "2"])
     assert result.exit_code == 0, result.output
     assert "first document<|endoftext|>" in result.output and "second one<|endoftext|>" in result.output
+
+
+@pytest.mark.parametrize("args", [["--docs", "1"], []])
+def test_inspect_refuses_an_unknown_split_first_naming_the_splits(tmp_path, demo_tokenizer, args):
+    """With -n it printed the whole summary, then the error; without it a bad --split was ignored, exit 0."""
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    result = runner.invoke(app, ["inspect", str(out), "--split", "trian", *args])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output == (f"error: --split trian: {out} has no split of that name; it has train "
+                             '(did you mean "train"?)\n')
+
+
+def test_inspect_without_split_or_docs_reads_a_dataset_that_has_no_train_split(tmp_path, demo_tokenizer):
+    """--split's default (train) is only the split --docs prints: a summary asks for no split."""
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["splits"]["corpus"] = manifest["splits"].pop("train")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "train").rename(out / "corpus")
+    result = runner.invoke(app, ["inspect", str(out)])
+    assert result.exit_code == 0 and "corpus" in result.output, result.output
+    result = runner.invoke(app, ["inspect", str(out), "-n", "1"])
+    assert result.exit_code == 1 and result.output.startswith(f"error: --split train: {out} has no split of that "
+                                                              "name; it has corpus\n"), result.output
+
+
+def test_bench_loader_refuses_an_unknown_split_naming_the_option(tmp_path, demo_tokenizer):
+    """The loader's "manifest.json: no split 'nope'; it has ['train']" named neither the option nor its fix."""
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    result = runner.invoke(app, ["bench-loader", str(out), "--split", "nope"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output == f"error: --split nope: {out} has no split of that name; it has train\n"

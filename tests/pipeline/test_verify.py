@@ -553,7 +553,7 @@ def test_tokenizer_fields_readers_go_by(ds, field, value, fragment):
     assert fragment in r.output and "--- train/" not in r.output, r.output
 
 
-@pytest.mark.parametrize("command", ["verify", "inspect"])
+@pytest.mark.parametrize("command", ["verify", "inspect", "bench-loader"])
 @pytest.mark.parametrize("given, fragment", [
     ("manifest.json", "the dataset's manifest; give `prep {c}` the directory that holds manifest.json: prep {c} {ds}"),
     ("train", "a directory inside the dataset at {ds} (no manifest.json here); give `prep {c}` the dataset's "
@@ -562,7 +562,8 @@ def test_tokenizer_fields_readers_go_by(ds, field, value, fragment):
 ])
 def test_path_inside_a_dataset_names_the_dataset(ds, command, given, fragment):
     """`prep verify DIR/manifest.json` said "no such directory"; `prep inspect` on it, or on a split
-    directory, said the dataset was "missing or incomplete (finish it with `prep tokenize`)"."""
+    directory, said the dataset was "missing or incomplete (finish it with `prep tokenize`)", and
+    `prep bench-loader` "no manifest.json; point bench-loader at a `prep tokenize` output"."""
     r = runner.invoke(app, [command, str(ds / given)] + (["--no-progress"] if command == "verify" else []))
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
     assert fragment.format(c=command, ds=ds) in " ".join(r.output.split()), r.output
