@@ -92,6 +92,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "" in parts:  # `--set =x` (or a.b.): was ": unknown key", naming no key at all
             raise PrepError(f"--set {item!r}: " + (f"{key.strip()!r} has an empty part" if key.strip() else
                                                    "no key before the =") + "; for example --set output.dir=out/x")
+        if not raw.strip():  # YAML reads "" as null: "output.dir: expected a string, got NoneType None"
+            raise PrepError(f"--set {item!r}: the value after = is empty (an unset shell variable?); give "
+                            f"{key.strip()}'s value (null for none, where the key allows it), or leave this --set out")
         if parts[0] == "source" and "sources" in data:
             parts[0:1] = ["sources", "0"]
         elif parts[0] == "sources" and len(parts) > 2 and "sources" not in data and isinstance(data.get("source"), dict):

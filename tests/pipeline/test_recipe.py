@@ -154,6 +154,18 @@ def test_an_override_with_an_empty_key_says_so(item, says):
         apply_overrides(BASE, [item])
     assert str(e.value) == f"--set {item!r}: {says}; for example --set output.dir=out/x"
 
+@pytest.mark.parametrize("item", ["output.dir=", "output.dir=  ", "max_bad_records="])
+def test_an_override_with_an_empty_value_says_so(item):
+    """YAML reads "" as null: `--set output.dir=` (`--set output.dir=$OUT`, OUT unset) said
+    "output.dir: expected a string, got NoneType None"."""
+    key = item.split("=")[0]
+    with pytest.raises(PrepError) as e:
+        apply_overrides(BASE, [item])
+    assert str(e.value) == (f"--set {item!r}: the value after = is empty (an unset shell variable?); give "
+                            f"{key}'s value (null for none, where the key allows it), or leave this --set out")
+    assert apply_overrides(BASE, ["max_bad_records=null"])["max_bad_records"] is None  # null said so is null
+
+
 def test_content_dict_excludes_run_only_settings():
     a = Recipe.from_dict({**BASE, "num_workers": 1})
     b = Recipe.from_dict({**BASE, "num_workers": 8, "output": {"dir": "elsewhere"}, "batch_docs": 7,
