@@ -425,7 +425,13 @@ def _check_bin(s: _Shard, m: Manifest, advance, policy: BoundaryPolicy | None) -
     buf = bytearray(READ_BLOCK)  # a multiple of every itemsize
     view = memoryview(buf)
     first_bad: tuple[int, int] | None = None  # (token position, id)
-    walk = BoundaryWalk(policy, read_idx(s.idx_path)[1], INDEX_CHUNK) if policy and s.info.num_docs else None
+    problems: list[str] = []
+    walk = None
+    if policy and s.info.num_docs:
+        try:  # the .idx, not the .bin, is what could not be read (the caller blames an OSError on the .bin)
+            walk = BoundaryWalk(policy, read_idx(s.idx_path)[1], INDEX_CHUNK)
+        except OSError as e:
+            problems.append(_unreadable(s.idx_path, e))
     pos = 0
     with open(s.bin_path, "rb", buffering=0) as f:
         while True:
@@ -446,14 +452,19 @@ def _check_bin(s: _Shard, m: Manifest, advance, policy: BoundaryPolicy | None) -
             advance(n)
             if n < READ_BLOCK:
                 break
-    problems = []
     sha_ok = sha.hexdigest() == s.info.sha256
     if not sha_ok:
         problems.append(f"{s.bin_path}: sha256 {sha.hexdigest()[:16]}... does not match the manifest's "
                         f"{s.info.sha256[:16]}...: the contents changed after it was written")
     if first_bad is not None:
         token, value = first_bad
-        problems.append(f"{s.bin_path}: token id {value} at token {token} (document {_doc_of(s, token)}) is not "
+        try:
+            doc = f"document {_doc_of(s.idx_path, s.info.num_docs, token)}"
+        except OSError as e:
+            doc = "document unknown: the .idx cannot be read"
+            if (line := _unreadable(s.idx_path, e)) not in problems:  # the boundary walk's open may have failed too
+                problems.append(line)
+        problems.append(f"{s.bin_path}: token id {value} at token {token} ({doc}) is not "
                         f"below the vocabulary size {m.vocab_size}")
     # the .bin's bytes are the ones written (sha256): a wrong edge is then the index's doing
     if walk is not None and (line := walk.problem(s.idx_path if sha_ok else s.bin_path)):
@@ -461,11 +472,23 @@ def _check_bin(s: _Shard, m: Manifest, advance, policy: BoundaryPolicy | None) -
     return problems
 
 
-def _doc_of(s: _Shard, token: int) -> int:
-    from pipeline.manifest import read_idx
-
-    _, lengths, _ = read_idx(s.idx_path)
-    return int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), token, side="right"))
+def _doc_of(idx_path: Path, num_docs: int, token: int) -> int:
+    """The document of the `.idx` at `idx_path` that holds token position `token` (num_docs when it is
+    past them all), its lengths read INDEX_CHUNK at a time: 16 MiB read and 32 MiB of running sums at
+    most, where a cumsum of them all took 8 bytes per document (800 MB for 100 M documents)."""
+    tokens_before = 0
+    with open(idx_path, "rb") as f:  # plain reads: an I/O error is an OSError naming this file
+        f.seek(IDX_HEADER_BYTES)
+        for first in range(0, num_docs, INDEX_CHUNK):
+            want = min(INDEX_CHUNK, num_docs - first)
+            lengths = np.frombuffer(f.read(4 * want), dtype="<i4")
+            if lengths.size < want:  # cut short since its size was checked: no document holds it here
+                break
+            ends = np.cumsum(lengths, dtype=np.int64) + tokens_before
+            if ends[-1] > token:
+                return first + int(np.searchsorted(ends, token, side="right"))
+            tokens_before = int(ends[-1])
+    return num_docs
 
 
 class _Bar:

@@ -586,3 +586,71 @@ def test_vocab_size_raised_over_an_id_past_the_tokenizers_vocabulary(ds):
     edit_manifest(ds, reseal)
     only(problems(ds), ds / "manifest.json",
          f"vocab_size {m.vocab_size + 100} differs from tokenizer.vocab_size {m.vocab_size}")
+
+
+def _one_shard_dataset(root, lengths, bad_doc: int, boundary: str | None = None):
+    """One train shard of documents of `lengths` tokens (id 1 each; `boundary: eos` ends each with id 0),
+    whose document `bad_doc` holds id 1000, past the 1000-token vocabulary; sha256 sealed over it."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ids = np.ones(int(lengths.sum()), dtype=np.uint16)
+    if boundary == "eos":
+        ids[np.cumsum(lengths) - 1] = 0
+    ids[int(lengths[:bad_doc].sum())] = 1000
+    with ShardWriter(root / "train", "shard-000000", np.dtype(np.uint16)) as w:
+        w.add_documents(ids, lengths)
+    tokenizer = {"name": "t.json", "sha256": "0" * 64, "vocab_size": 1000}
+    if boundary:
+        tokenizer.update(boundary=boundary, eos_id=0)
+    write_manifest(root, Manifest(dtype="uint16", vocab_size=1000, tokenizer=tokenizer,
+                                  splits={"train": SplitInfo(len(lengths), len(ids), (w.info,))}))
+    return shard(root, k=0)
+
+
+def test_the_document_of_an_id_past_the_vocabulary_is_found_in_bounded_memory(tmp_path, monkeypatch):
+    """_doc_of took np.cumsum of the whole index, 8 bytes per document (800 MB for 100 M documents),
+    against the module's bounded-memory promise; now it reads INDEX_CHUNK lengths at a time."""
+    import tracemalloc
+
+    monkeypatch.setattr(verify_mod, "INDEX_CHUNK", 4096)
+    monkeypatch.setattr(verify_mod, "READ_BLOCK", 1 << 16)
+    lengths = 1 + np.arange(300_000) % 3  # 600,000 tokens; a whole-index cumsum is 2.4 MB
+    bad_doc = 250_001  # many chunks in, not on a chunk's edge
+    b, _ = _one_shard_dataset(tmp_path, lengths, bad_doc)
+    token = int(lengths[:bad_doc].sum())
+    tracemalloc.start()
+    try:
+        found = verify_dataset(tmp_path, "full", threads=1).problems
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    only(found, b, f"token id 1000 at token {token} (document {bad_doc}) is not below the vocabulary size 1000")
+    assert peak < 1 << 20, peak  # chunks of 4096 lengths and 64 KiB reads: well under 1 MiB
+
+
+@pytest.mark.parametrize("boundary", [None, "eos"])
+def test_an_unreadable_idx_found_while_reading_the_bin_is_blamed_on_the_idx(tmp_path, monkeypatch, boundary):
+    """The .idx read again for the boundary walk and for the document of a bad id: an OSError there
+    was reported as '<shard>.bin: cannot be read'."""
+    import builtins
+    import errno
+
+    b, i = _one_shard_dataset(tmp_path, [3, 2, 4], bad_doc=1, boundary=boundary)
+    failing = []
+    real_open, real_check_index = builtins.open, verify_mod._check_index
+
+    def check_index_then_fail(s, *args, **kwargs):  # the index checks pass; a later read of it fails (EIO)
+        result = real_check_index(s, *args, **kwargs)
+        failing.append(str(s.idx_path))
+        return result
+
+    def flaky_open(file, *args, **kwargs):
+        if str(file) in failing:
+            raise OSError(errno.EIO, "Input/output error", str(file))
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr(verify_mod, "_check_index", check_index_then_fail)
+    monkeypatch.setattr(builtins, "open", flaky_open)
+    found = verify_dataset(tmp_path, "full", threads=1).problems
+    assert found == [f"{i}: cannot be read (Input/output error); give this user read access to it, or restore it "
+                     "from a sound copy",
+                     f"{b}: token id 1000 at token 3 (document unknown: the .idx cannot be read) is not below the "
+                     "vocabulary size 1000"], found
