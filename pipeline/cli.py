@@ -91,11 +91,14 @@ def tokenize(
 @user_errors
 def verify(
     directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),
-    quick: bool = typer.Option(False, "--quick", help="Sizes and index structure only: skip reading the .bin files (no sha256, no token-id check)."),
+    quick: bool = typer.Option(False, "--quick", help="Sizes and index structure only: skip reading the .bin files (no sha256, "
+                               "no token-id check, no boundary check)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar (on a terminal only)."),
 ) -> None:
     """Check a dataset against its manifest: schema and version, every shard's sha256, .idx headers,
-    offsets and lengths against the .bin sizes, token ids below the vocabulary size, per-split totals.
+    offsets and lengths against the .bin sizes, token ids below the vocabulary size, per-split totals,
+    and every document starting / ending with the boundary id the manifest records (tokenizer.boundary:
+    eos, bos or both), which finds an index edited to merge or split documents.
 
     Exit 0 when everything holds; otherwise exit 1 with one line per problem, naming the file.
     """

@@ -312,3 +312,12 @@ def test_bench_loader_refuses_an_unknown_split_naming_the_option(tmp_path, demo_
     result = runner.invoke(app, ["bench-loader", str(out), "--split", "nope"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert result.output == f"error: --split nope: {out} has no split of that name; it has train\n"
+
+
+def test_verify_help_names_the_document_boundary_check():
+    """The check every document's boundary id went into `prep verify` without a word in its -h."""
+    result = runner.invoke(app, ["verify", "-h"], env={"COLUMNS": "200"})
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0
+    assert "every document starting / ending with the boundary id the manifest records" in text, text
+    assert "(no sha256, no token-id check, no boundary check)" in text, text  # --quick skips it
