@@ -175,13 +175,16 @@ def inspect(
 
     Files the manifest lists are checked for presence and size (a stat each), split directories for
     files it does not list, and the shards --docs decodes as `prep verify` checks them (index,
-    sha256, token ids): a damaged dataset exits 1 after its summary, naming the damage, and --docs
-    prints nothing."""
+    sha256, token ids, document boundaries): a damaged dataset exits 1 after its summary, naming the
+    damage, and --docs prints nothing."""
     from pipeline.manifest import read_manifest
     from pipeline.verify import check_for_reading, refuse_non_dataset
 
     directory = _local_dataset(directory, "inspect")
     refuse_non_dataset(directory, "inspect")  # manifest.json or a split directory given: name the dataset's
+    if tokenizer is not None and not tokenizer.strip():  # `or` took the manifest's path for it, silently
+        raise PrepError("--tokenizer is empty (an unset shell variable?); give the tokenizer.json to decode with, "
+                        "or leave --tokenizer out to use the one the manifest names")
     m = read_manifest(directory)
     if split is not None or docs:  # before the summary; --split alone was ignored. No -n: no split needed
         split = split or "train"
@@ -217,6 +220,9 @@ def _local_dataset(directory: str, command: str) -> Path:
     refused in one line: typer's Path made `s3://b/ds` into `s3:/b/ds`, "no such directory"."""
     from pipeline.source_formats import is_url, local_path
 
+    if not directory.strip():  # Path("") is ".": `prep verify "$OUT"`, OUT unset, checked the current directory
+        raise PrepError(f"`prep {command}` was given an empty DIR (an unset shell variable?); give the dataset's "
+                        "directory, the one holding manifest.json (`.` for the current one)")
     if is_url(directory):
         raise PrepError(f"{directory}: a URL; `prep {command}` reads a local directory: give it the run's staging "
                         "copy (output.local_dir, by default under ~/.cache/prep/staging/; `prep tokenize` names it "
@@ -239,13 +245,15 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
     from pipeline.tokenizers import load_tokenizer
 
     t = m.tokenizer
-    path = tokenizer or t["name"]
+    path = t["name"] if tokenizer is None else tokenizer
     tiktoken_name = path.startswith("tiktoken:")  # no tokenizer.json: backend hf refused it, so no such dataset decoded
     try:
         spec = load_tokenizer(TokenizerConfig(path=path, boundary=t.get("boundary", "eos"),
                                               backend="tiktoken" if tiktoken_name else "hf"))
     except PrepError as e:
-        if tokenizer or tiktoken_name:
+        if tokenizer is not None:  # its errors name the recipe key tokenizer.path: this path came from --tokenizer
+            raise PrepError("--tokenizer " + str(e).removeprefix("tokenizer.path: ")) from None
+        if tiktoken_name:
             raise
         raise PrepError(f"{e}\nThe dataset names its tokenizer as it was given to `prep tokenize`; from here, "
                         "pass its tokenizer.json with --tokenizer PATH") from None

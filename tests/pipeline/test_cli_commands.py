@@ -321,3 +321,28 @@ def test_verify_help_names_the_document_boundary_check():
     assert result.exit_code == 0
     assert "every document starting / ending with the boundary id the manifest records" in text, text
     assert "(no sha256, no token-id check, no boundary check)" in text, text  # --quick skips it
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "bench-loader"])
+def test_an_empty_dataset_argument_is_refused_not_taken_for_the_current_directory(tmp_path, demo_tokenizer,
+                                                                                   monkeypatch, command):
+    """`prep verify "$OUT"` with OUT unset: Path("") is ".", and a dataset there was checked: "ok: ."."""
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    monkeypatch.chdir(out)
+    result = runner.invoke(app, [command, ""])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output == (f"error: `prep {command}` was given an empty DIR (an unset shell variable?); give the "
+                             "dataset's directory, the one holding manifest.json (`.` for the current one)\n")
+
+
+def test_inspect_tokenizer_option_errors_name_the_option(tmp_path, demo_tokenizer):
+    """An empty --tokenizer was ignored (the manifest's path decoded instead); a bad one was reported as
+    the recipe key "tokenizer.path", which inspect has no recipe for."""
+    out, _ = make_dataset(tmp_path, demo_tokenizer)
+    result = runner.invoke(app, ["inspect", str(out), "-n", "1", "--tokenizer", ""])
+    assert result.exit_code == 1 and result.output.startswith("error: --tokenizer is empty"), result.output
+    assert "--- train/" not in result.output
+    result = runner.invoke(app, ["inspect", str(out), "-n", "1", "--tokenizer", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]  # after the summary, as the tokenizer's other errors
+    assert last.startswith(f"error: --tokenizer {tmp_path} is a directory without tokenizer.json"), result.output
