@@ -11,8 +11,10 @@ Empty pieces (blank lines, a separator at the end of a file) are not documents; 
 Per-line and separator units are byte ranges of plain files, as for JSONL: a unit owns the pieces
 whose first byte lies in its range (of a .gz/.zst file: ranges of its decompressed bytes, which the
 parent decompresses once into windows, pipeline.spool). That needs a separator that cannot overlap itself (no proper
-prefix equal to a suffix: "\\n", "<|endoftext|>", "\\x1e" are fine). For one that can ("\\n\\n",
-"----"), where a piece starts depends on where scanning started, so each file is one unit.
+prefix equal to a suffix: "\\n", "<|endoftext|>", "\\x1e" are fine). For one that can, where a piece
+starts depends on where scanning started: a plain local file split on one byte repeated ("\\n\\n",
+"----") is cut at the ends of runs of that byte, which every scan reads alike (text_cuts.py); any
+other file is one unit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from itertools import repeat
 
 from pipeline.filters import Batcher
+from pipeline.readers import text_cuts
 from pipeline.readers.base import (
     BOM,
     REJECT_PREVIEW_CHARS,
@@ -71,7 +74,9 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
     if source.doc_separator is not None:
         if not self_overlapping(source.doc_separator.encode("utf-8")):
             return plan_byte_ranges(source_index, files, unit_bytes, "text", so, split_compressed=True)
-        return [WorkUnit(0, source_index, fi, p, "text", 0, -1, file_size(p, so)) for fi, p in enumerate(files)]
+        sep = source.doc_separator.encode("utf-8")  # "\n\n": cut at runs of it (text_cuts), else whole files
+        return [u for fi, p in enumerate(files) for u in text_cuts.plan_file(source_index, fi, p, file_size(p, so),
+                                                                             unit_bytes, sep)]
     units: list[WorkUnit] = []
     group: list[str] = []
     first, acc = 0, 0
@@ -181,7 +186,12 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             # a read block's lines at a time (see jsonl.iter_line_groups)
             groups = iter_line_groups(stream, pos, unit.end, source.max_record_bytes)
         else:
-            pos = seek_piece_start(stream, unit.start, sep)
+            if self_overlapping(sep):  # planned at a piece start (text_cuts), or the whole file
+                pos = unit.start
+                if pos:
+                    stream.seek(pos)
+            else:
+                pos = seek_piece_start(stream, unit.start, sep)
             pieces = iter(()) if pos is None else iter_pieces(stream, pos, unit.end, sep, source.max_record_bytes)
             groups = (([offset], [piece]) for offset, piece in pieces)
         if pos is None or 0 <= unit.end <= pos:

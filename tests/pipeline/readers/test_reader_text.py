@@ -62,14 +62,77 @@ def test_long_pieces_are_cut_short_but_positions_stay_exact(parts, max_bytes):
         offset += len(want) + 1
 
 
-def test_self_overlapping_separator_gives_whole_file_units(tmp_path):
+def test_a_paragraph_separator_cuts_a_file_at_the_end_of_a_run_of_newlines(tmp_path):
+    """"\n\n" overlaps itself: a file split on it was one unit, one worker's. It is cut where a run of
+    newlines ends, less the newline that begins the next piece: what str.split gives, in two units."""
     path = tmp_path / "a.txt"
     path.write_bytes(b"x" * 200_000 + b"\n\n\n" + b"y" * 200_000)
     assert text_reader.self_overlapping(b"\n\n") and not text_reader.self_overlapping(b"<|endoftext|>")
-    units, texts, _, _ = read_all(SourceConfig(path=str(path), doc_separator="\n\n"), [str(path)])
-    assert len(units) == 1 and texts == ["x" * 200_000, "\n" + "y" * 200_000]  # what str.split gives
+    units, texts, positions, _ = read_all(SourceConfig(path=str(path), doc_separator="\n\n"), [str(path)])
+    assert [(u.start, u.end) for u in units] == [(0, 200_002), (200_002, 400_003)]
+    assert texts == ["x" * 200_000, "\n" + "y" * 200_000] and positions == [0, 200_002]  # what str.split gives
     units = text_reader.plan(SourceConfig(path=str(path), doc_separator="\n"), 0, [str(path)], 1 << 16)
     assert len(units) > 1
+
+
+def test_other_self_overlapping_separators_and_compressed_files_stay_whole(tmp_path):
+    import gzip
+    data = b"ab".join([b"x" * 100_000] * 4)
+    (tmp_path / "a.txt").write_bytes(data)
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b"\n\n".join([b"y" * 100_000] * 4)))
+    for name, sep in (("a.txt", "abab"), ("b.txt.gz", "\n\n")):
+        units = text_reader.plan(SourceConfig(path=str(tmp_path / name), doc_separator=sep), 0,
+                                 [str(tmp_path / name)], 1 << 16)
+        assert [(u.start, u.end) for u in units] == [(0, -1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\n\n", b"\n\n\n", b"-", b"---", b"\r\n", b"\xff"]),
+                max_size=60),
+       st.sampled_from(["\n\n", "\n\n\n", "--"]), st.integers(1, 30), st.integers(1, 9))
+def test_runs_of_a_repeated_separator_cut_where_one_read_starts_a_piece(tmp_path_factory, parts, sep, unit_bytes,
+                                                                         block):
+    """Any bytes, any cut size and read block: the units of a file split on one byte repeated give the
+    pieces, positions and rejects of one unit reading the whole file (which is what str.split gives)."""
+    from pipeline.readers import text_cuts
+    data = b"".join(parts)
+    assume(reads_as_text(data))
+    cuts = text_cuts.piece_cuts(data, unit_bytes, sep.encode())
+    starts, at = set(), 0
+    for piece in data.split(sep.encode()):
+        starts.add(at)
+        at += len(piece) + len(sep)
+    assert set(cuts) <= starts and cuts == sorted(set(cuts)) and all(0 < c < len(data) for c in cuts)
+    path = tmp_path_factory.mktemp("t") / "a.txt"
+    path.write_bytes(data)
+    source = SourceConfig(path=str(path), doc_separator=sep)
+    old = text_reader.READ_BLOCK
+    text_reader.READ_BLOCK = block
+    try:
+        whole = readerkit.read_all(text_reader, source, [str(path)], 1 << 30, batch_docs=5)
+        cut = readerkit.read_all(text_reader, source, [str(path)], unit_bytes, batch_docs=5)
+    finally:
+        text_reader.READ_BLOCK = old
+    assert len(whole[0]) == 1 and len(cut[0]) == len(cuts) + 1
+    assert cut[1:3] == whole[1:3]
+    assert [(r["reason"], r["position"]) for r in cut[3]] == [(r["reason"], r["position"]) for r in whole[3]]
+    assert [(p, t) for p, t in zip(whole[2], whole[1])] == [
+        (o, piece.decode()) for o, piece in _split_with_offsets(data, sep.encode()) if piece and _utf8(piece)]
+
+
+def _split_with_offsets(data: bytes, sep: bytes):
+    at = 0
+    for piece in data.split(sep):
+        yield at, piece
+        at += len(piece) + len(sep)
+
+
+def _utf8(piece: bytes) -> bool:
+    try:
+        piece.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def test_per_line_drops_blank_lines_and_crlf(tmp_path):
