@@ -59,8 +59,10 @@ def local_dir(path: str) -> str | None:
     return d if os.path.isdir(d) else None
 
 
-# a dataset directory's documentation, not its data (a hub repo's README.md, LICENSE)
-_NOT_DATA = ("readme", "license", "licence", "changelog", "citation")
+# a dataset directory's documentation, not its data (a hub repo's README.md, LICENSE), and the metadata
+# a Hugging Face hub dataset repo keeps beside its .jsonl.gz files (dataset_infos.json): read as JSON Lines,
+# it stopped a run on a snapshot directory ("the record has 'default'", no text field)
+_NOT_DATA = ("readme", "license", "licence", "changelog", "citation", "dataset_infos", "dataset_info")
 
 
 def _walk_files(directory: str) -> list[str]:

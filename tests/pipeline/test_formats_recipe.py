@@ -167,6 +167,20 @@ def test_a_directory_is_its_files_of_one_format(tmp_path):
 
 
 
+def test_a_hub_snapshot_directory_reads_its_data_not_its_dataset_infos(tmp_path):
+    """A dataset repo downloaded from the hub (huggingface-cli download --repo-type dataset): data files,
+    README.md, .gitattributes and a dataset_infos.json of metadata, which was read as a JSON Lines file
+    and stopped the run for want of a text field."""
+    d = tmp_path / "snapshot"
+    (d / "data").mkdir(parents=True)
+    for name in ("data/train-00000.jsonl.gz", "data/train-00001.jsonl.gz", "README.md", ".gitattributes",
+                 "dataset_infos.json"):
+        (d / name).write_text("{}\n")
+    src = Recipe.from_dict({**BASE, "source": {"path": str(d)}}).sources[0]
+    assert src.resolved_format() == "jsonl"
+    assert src.expand_files() == [str(d / "data" / f"train-0000{i}.jsonl.gz") for i in (0, 1)]
+
+
 def test_a_recursive_glob_reads_a_file_reached_through_linked_directories_once(tmp_path, caplog):
     """glob's `**` enters linked directories: with a link d/sub/up -> d, `d/**/*.jsonl` matched each file
     41 times (d/sub/up/sub/up/..., to the kernel's 40-link limit), its documents 41 times in the dataset.
