@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
-import json
 import os
 import pickle
 import signal
@@ -69,13 +67,6 @@ class TokenizeResult:
     units_total: int = 0
     already_complete: bool = False
     notes: list[str] = field(default_factory=list)
-
-
-def _fingerprint(recipe_dict: dict, tokenizer_sha: str, units: list[WorkUnit]) -> str:
-    # not sizes: a replaced damaged file may resume
-    plan = [input_changes.plan_entry(u) for u in units]
-    blob = json.dumps([recipe_dict, tokenizer_sha, plan], sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()
 
 
 def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, tokenizer_sha: str) -> Manifest | None:
@@ -180,10 +171,11 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                                   notes=_inputs_newer_than(out / MANIFEST_NAME, inputs) + failed_units_note(existing)
                                   + published)
         resumable = input_changes.resume_content(content)  # a run stopped may resume with these changed
-        plan = input_changes.describe(units, inputs, resumable, {"name": recipe.tokenizer.path, "sha256": spec.sha256})
-        results = state.start(_fingerprint(resumable, spec.sha256, units), plan,
-                              replan=lambda old, done: input_changes.replanned(old, plan, units, inputs, done, out))
-        input_changes.accept(state, inputs, units, results)
+        fingerprint, plan = input_changes.describe(units, inputs, resumable,
+                                                   {"name": recipe.tokenizer.path, "sha256": spec.sha256})
+        results = state.start(fingerprint, plan,
+                              replan=lambda old, done: input_changes.replanned(old, plan, units, done, out, content))
+        input_changes.accept(state, plan, units, results)
         if recipe.on_bad_record == "error":
             input_changes.redo_under_error(state, results)
         dtype = dtype_for_vocab(spec.vocab_size)

@@ -173,9 +173,10 @@ class RunState:
                 run.append(by_index[len(run)])
         if keep is not None:  # the journal cut first: a crash before the plan is rewritten replans again
             self.forget_units(done, {i for i in done if i >= keep})
-        if keep is not None or describe.keys() - old.keys():  # replanned, or begun by a prep that kept less
-            # inputs stay the old ones: input_changes.accept compares them next, then records these
-            self.update_plan(fingerprint=fingerprint, **{k: v for k, v in describe.items() if k != "inputs"})
+            # inputs stay the old ones, and their spans: input_changes.accept compares them next, then
+            # records these
+            self.update_plan(fingerprint=fingerprint,
+                             **{k: v for k, v in describe.items() if k not in ("inputs", "spans")})
         return done
 
     def _read_journal(self) -> tuple[dict[int, dict], dict[str, dict[int, dict]]]:

@@ -248,9 +248,10 @@ def test_a_file_with_units_done_replaced_after_a_kill_is_refused_naming_it_thoug
 
 
 def test_after_a_kill_a_removed_file_with_units_done_is_refused_and_an_added_one_is_read(tmp_path):
-    """Files added to or removed from a glob change the plan: refused as another recipe's run. A
-    removed file whose unit was done is refused, naming it (resuming would drop its documents); back,
-    with a new file added too, the run resumes to a fresh run's dataset over the four files."""
+    """Files added to or removed from a glob change the plan, which a resume takes by the per-file
+    rules (input_changes.replanned). A removed file whose unit was done is refused, naming it (resuming
+    would drop its documents); back, with a new file added too, the run resumes to a fresh run's dataset
+    over the four files."""
     d = _three_files(tmp_path)
     recipe = write_recipe(tmp_path, d / "*.jsonl")
     out = tmp_path / "out"
@@ -268,3 +269,26 @@ def test_after_a_kill_a_removed_file_with_units_done_is_refused_and_an_added_one
     r = run_prep(recipe, out)
     assert r.returncode == 0, r.stderr
     assert_complete(out, _fresh(tmp_path, recipe, "fresh"))
+
+
+def test_a_path_read_by_two_sources_counts_only_its_own_units_when_it_changed(tmp_path):
+    """Sources a, b, a: a.jsonl's units are 0 and 2. Its plan.json span was [0, 2], taking b's unit 1
+    for one of a's: replaced after units 0 and 1 were done (planning otherwise), it was refused as
+    "2 of its 3 unit(s) are done" (b's unit counted, 3 units where a has 2)."""
+    d = _three_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "a.jsonl")
+    spec = json.loads(recipe.read_text())
+    source = spec.pop("source")
+    spec["sources"] = [source, dict(source, path=str(d / "b.jsonl")), source]
+    recipe.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:2").returncode == -signal.SIGKILL
+    assert [e["unit"] for e in journal_lines(out)] == [0, 1]
+    a = d / "a.jsonl"
+    original = a.read_bytes()
+    a.write_bytes(_lines(150, skip=300))  # two units where it was one
+
+    r = run_prep(recipe, out)
+    assert r.returncode == 1
+    assert (f"{a}: changed since the unfinished run in {out} read it ({len(original):,} bytes then, "
+            f"{a.stat().st_size:,} now); 1 of its 2 unit(s) are done from the old contents") in r.stderr

@@ -125,3 +125,17 @@ def test_on_bad_record_error_to_skip_resumes_and_skip_to_error_stops_as_a_fresh_
     assert r.stderr == first.stderr.replace(str(out), str(out2))
     kept = journal_lines(out2)  # the units that rejected nothing stay done
     assert not any(e["num_rejects"] for e in kept) and set(stopped_after) <= {e["unit"] for e in kept}
+
+
+def test_a_field_the_old_recipe_lacks_is_not_only_advised_removed():
+    """A key missing from the unfinished run's recipe was advised "remove it from the recipe", though
+    it may be a field this prep has and the prep that began the run had not, which the user never gave."""
+    from pipeline import input_changes
+
+    tok = {"name": "t.json", "sha256": "0" * 64}
+    old = {"recipe": {"dedup": "none"}, "tokenizer": tok}
+    now = {"recipe": {"dedup": "none", "new_field": 3}, "tokenizer": tok}
+    message = input_changes._recipe_changed("out", old, now)
+    assert "new_field was not set, now 3" in message
+    assert "the run was begun by a prep without that field: resume it with that prep" in message
+    assert "remove it from the recipe (or its --set) if you gave it" in message
