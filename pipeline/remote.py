@@ -1,7 +1,7 @@
 """An output `dir` that is an fsspec URL (`s3://bucket/prefix`, `gs://...`, `memory://...`).
 
 The run itself is local: shards, journal and lock live in a staging directory (`output.local_dir`,
-default ~/.cache/prep/staging/<name>-<hash of the URL>), so resume, determinism and the journal work
+default ~/.cache/prep/staging/<hash of the URL>), so resume, determinism and the journal work
 exactly as for a local output. After finalize, each shard (`.bin`, then its `.idx`) and
 `rejects.jsonl` are uploaded one by one, remote files of an older run that the new manifest does not
 list are deleted, and `manifest.json` is uploaded last: a remote dataset with a manifest is complete.
@@ -33,9 +33,17 @@ __all__ = ["tokenize_to_url", "upload_dataset", "default_staging_dir"]
 UPLOAD_LOG = "uploaded.json"
 
 
-def default_staging_dir(recipe: Recipe, url: str) -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "prep" / "staging" / f"{recipe.name}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
+def default_staging_dir(url: str) -> Path:
+    """staging/<hash of the URL>: the recipe's `name` may change between a stop and its resume, and
+    the resume must find the run's staging folder. prep up to a51c40d named it <name>-<hash>: such a
+    folder for this URL is still used (the latest modified, if several names were staged to it), so its
+    unfinished run resumes and its upload log (UPLOAD_LOG) still counts."""
+    staging = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prep" / "staging"
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    if (staging / digest).exists():
+        return staging / digest
+    named = sorted(staging.glob(f"?*-{digest}"), key=lambda p: p.stat().st_mtime_ns)
+    return named[-1] if named else staging / digest
 
 
 def _fs(url: str, storage_options: dict):
@@ -56,7 +64,7 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
     from pipeline.executor import TokenizeResult, failed_units_note, tokenize
 
     fs, root = _fs(url, recipe.output.storage_options)
-    local = Path(recipe.output.local_dir).expanduser() if recipe.output.local_dir else default_staging_dir(recipe, url)
+    local = Path(recipe.output.local_dir).expanduser() if recipe.output.local_dir else default_staging_dir(url)
     content = recipe.content_dict()
     remote_manifest = f"{root}/{MANIFEST_NAME}"
     try:
