@@ -53,8 +53,15 @@ POINTS = [
 ]
 
 
-@pytest.mark.parametrize("fault,workers,left", POINTS, ids=[f"{f}-j{w}" for f, w, _ in POINTS])
-def test_kill_at_point_then_rerun_is_identical(tmp_path, recipe, reference, fault, workers, left):
+# each point resumed with the same worker count or the other (1 <-> 2), alternately: both are covered,
+# and only 9 of the 18 resumes start a process pool (all 18 on the other count: 14)
+RESUMED = [(fault, workers, left, workers if k % 2 == 0 else 3 - workers)
+           for k, (fault, workers, left) in enumerate(POINTS)]
+
+
+@pytest.mark.parametrize("fault,workers,left,rerun_workers", RESUMED,
+                         ids=[f"{f}-j{w}-then-j{r}" for f, w, _, r in RESUMED])
+def test_kill_at_point_then_rerun_is_identical(tmp_path, recipe, reference, fault, workers, left, rerun_workers):
     out = tmp_path / "out"
     tag = f"kill-{fault}-{workers}-{time.monotonic_ns()}"
     killed = run_prep(recipe, out, workers=workers, fault=fault, tag=tag)
@@ -76,7 +83,7 @@ def test_kill_at_point_then_rerun_is_identical(tmp_path, recipe, reference, faul
         json.loads(manifest.read_text())
         assert check_dataset(out, quick=False) == []  # complete the moment it exists
 
-    rerun = run_prep(recipe, out, workers=3 - workers)  # resumed with the other worker count: same bytes
+    rerun = run_prep(recipe, out, workers=rerun_workers)  # same bytes with either count
     assert rerun.returncode == 0, rerun.stderr
     assert_complete(out, reference)
 
