@@ -134,13 +134,10 @@ def replanned(old: dict, now: dict, units: list[WorkUnit], done: dict[int, dict]
     keys, was, inputs = old.get("unit_keys"), old.get("inputs") or {}, now["inputs"]
     if old.get("recipe_key") != now["recipe_key"]:
         raise PrepError(_recipe_changed(out, old, now))
-    if keys == now["unit_keys"]:  # the same plan under another fingerprint (one of an older prep)
-        return len(keys)
     changed = changed_files(was, inputs)
     if not changed and inputs.keys() <= was.keys():
         return None  # the same files as they were: the plan differs for another reason (a hub dataset)
-    spans = old["spans"]  # a prep between a51c40d and this one kept {path: [first, last]}
-    runs = spans if isinstance(spans, dict) else dict(zip(was, spans))
+    runs = dict(zip(was, old["spans"]))
     check_changed(out, {path: _units_of(runs.get(path, ())) for path in changed}, was, inputs, done,
                   old.get("stopped_on", ()))
     keep = 0

@@ -173,7 +173,7 @@ class OutputConfig:
     storage_options: dict = field(default_factory=dict)
     """fsspec options for a URL `dir` (e.g. `endpoint_url`, `key`, `secret`); never stored in the manifest."""
     local_dir: str | None = None
-    """Local staging directory for a URL `dir` (default: ~/.cache/prep/staging/<name>-<hash of the URL>)."""
+    """Local staging directory for a URL `dir` (default: ~/.cache/prep/staging/<hash of the URL>)."""
 
 
 @dataclass(frozen=True, kw_only=True)
