@@ -248,6 +248,7 @@ class MemmapLoader:
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self._restored = False  # load_state_dict set the position and no pass has started since
+        self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
 
     def __getstate__(self) -> dict:
@@ -270,10 +271,16 @@ class MemmapLoader:
     def __iter__(self) -> Iterator[dict]:
         """The remaining batches of the current epoch; at its end the epoch advances."""
         self._restored = False
+        kept, self._kept_position = self._kept_position, False
         for s in self.plan.sources:  # one stat each: rebuilt under us, the plan would mix two datasets
             s.shards.check_unchanged()
         starts = self.plan.batch_starts(self.epoch, self.consumed)
-        if not starts and self.consumed:  # resumed exactly at an epoch's end
+        if not starts and self.consumed and kept:
+            # set_epoch(e) kept a state saved at epoch e's last batch: this is the trainer's epoch-e
+            # pass, and it has nothing left. Running e+1 here ran it twice (its set_epoch(e+1) next)
+            self.set_epoch(self.epoch + 1)
+            return
+        if not starts and self.consumed:  # resumed exactly at an epoch's end, with no set_epoch: go on
             self.set_epoch(self.epoch + 1)
             starts = self.plan.batch_starts(self.epoch, 0)
         epoch, n_units, step = self.epoch, self.plan.num_units(self.epoch), self.plan.units_per_step()
@@ -325,13 +332,16 @@ class MemmapLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` from its beginning; right after load_state_dict, the restored epoch keeps its
-        restored position (trainers call set_epoch(e) at the top of every epoch, resumed ones too)."""
+        restored position (trainers call set_epoch(e) at the top of every epoch, resumed ones too). A
+        state saved at epoch e's last batch has none left: that pass yields nothing and ends at (e+1, 0)."""
         epoch = _check_count("epoch", epoch, 0)
         restored, self._restored = self._restored, False
+        self._kept_position = False
         if restored and epoch == self.epoch:
             # `for e in range(start, E): loader.set_epoch(e); for batch in loader` after a resume set
             # consumed to 0 here: the resumed run silently repeated the epoch's first batches
             self._passes += 1
+            self._kept_position = True  # the next pass is the trainer's epoch-e pass (see __iter__)
             return
         if restored and self.consumed:
             warnings.warn(f"set_epoch({epoch}) right after load_state_dict of a state {self.consumed} "
@@ -370,6 +380,7 @@ class MemmapLoader:
                             "resuming would not continue the same run. Construct the loader with the saved "
                             "settings, or pass strict=False to resume anyway")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
+        self._kept_position = False
         self._passes += 1  # as set_epoch: an open pass must not continue from the old position
         self._restored = True  # until the next pass: set_epoch(this epoch) keeps the position
         return self

@@ -245,6 +245,27 @@ def test_set_epoch_right_after_load_state_dict_keeps_the_position(dataset):
     assert same(collect(b), full[per_epoch:])
     b.set_epoch(0)  # and without a restore in between, set_epoch restarts an epoch
     assert same(collect(b), full[:per_epoch])
+    # A state saved at epoch 0's last batch is (0, consumed=all). set_epoch(0) kept it, the pass found nothing
+    # left and ran epoch 1 inside the trainer's epoch-0 loop, and set_epoch(1) ran epoch 1 again (3 epochs of
+    # 16 batches gave 48). The epoch-0 pass now yields nothing and leaves the loader at (1, 0).
+    c = MemmapLoader(dataset, **args)
+    for _ in itertools.islice(c, per_epoch):  # stop right after the last batch, without finishing the pass
+        pass
+    at_end = c.state_dict()
+    assert (at_end["epoch"], at_end["consumed"]) == (0, per_epoch * 4)  # every batch of 4 samples handed out
+    uninterrupted = MemmapLoader(dataset, **args)
+    three = [batch for e in range(3) for batch in (uninterrupted.set_epoch(e), collect(uninterrupted))[1]]
+    d = MemmapLoader(dataset, **args).load_state_dict(at_end)
+    passes = []
+    for e in range(3):
+        d.set_epoch(e)
+        passes.append(collect(d))
+    assert [len(p) for p in passes] == [0, per_epoch, per_epoch]
+    assert same(passes[0] + passes[1] + passes[2], three[per_epoch:])
+    assert (d.state_dict()["epoch"], d.state_dict()["consumed"]) == (3, 0)
+    d = MemmapLoader(dataset, **args).load_state_dict(at_end)
+    d.set_epoch(0)
+    assert collect(d) == [] and (d.state_dict()["epoch"], d.state_dict()["consumed"]) == (1, 0)
 
 
 def test_set_epoch_to_another_epoch_after_load_state_dict_warns(dataset):
