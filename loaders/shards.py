@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.dataset_path import FILE, FOLDER, MANIFEST, UNFINISHED, not_a_dataset
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, idx_bytes, read_idx, read_idx_header, read_manifest, shard_paths
 
@@ -68,21 +69,26 @@ def check_tokenizer(tokenizer: dict, expect: str | None, where: str) -> None:
 
 
 def _check_root(root: Path) -> None:
-    """A directory without a manifest, told apart: read_manifest's "missing or incomplete (finish it with
-    `prep tokenize`)" was the advice for a split directory (DIR/train, a Megatron-style prefix's folder)
-    and for a run still writing, too."""
-    if (root / MANIFEST_NAME).exists():
+    """A path that is not a dataset directory, told apart (pipeline.dataset_path, shared with the CLI)
+    and worded for a loader: read_manifest's "missing or incomplete (finish it with `prep tokenize`)" was
+    the advice for a split folder (DIR/train, a Megatron-style prefix's folder), a shard file and a run
+    still writing, and the manifest.json itself was told to pass split='manifest.json'."""
+    case = not_a_dataset(root)
+    if case is None:
         return
-    if (root.parent / MANIFEST_NAME).is_file():
-        raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {root.parent}: pass {root.parent} "
-                        f"(with split={root.name!r} for this folder's split)")
-    if (root / ".prep").is_dir():  # prep tokenize's run state: the manifest is written last
+    ds, split = case.dataset, f" (with split={case.split!r} for this folder's split)" if case.split else ""
+    if case.kind == MANIFEST:
+        raise PrepError(f"{root}: the dataset's manifest, not its directory; pass the directory that holds it: {ds}")
+    if case.kind == FILE and ds is not None:
+        raise PrepError(f"{root}: a file inside the dataset {ds}, not a dataset directory; pass {ds}{split}")
+    if case.kind == FOLDER:
+        raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {ds}: pass {ds}{split}")
+    if case.kind == UNFINISHED:
         raise PrepError(f"{root}: no {MANIFEST_NAME} yet: a `prep tokenize` run is writing this dataset or stopped "
                         f"before finishing it ({root / '.prep'} holds its state); wait for it to end, or re-run "
                         "the same command to finish it")
-    if not root.exists():
-        raise PrepError(f"{root}: no such directory; pass the directory `prep tokenize` wrote (the one holding "
-                        f"{MANIFEST_NAME})")
+    what = "a file, not a directory" if case.kind == FILE else "no such directory"
+    raise PrepError(f"{root}: {what}; pass the directory `prep tokenize` wrote (the one holding {MANIFEST_NAME})")
 
 
 class TokenShards:

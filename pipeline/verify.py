@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.dataset_path import FILE, MANIFEST, MISSING, UNFINISHED, not_a_dataset
 from pipeline.errors import PrepError
 from pipeline.manifest import (
     IDX_HEADER_BYTES,
@@ -165,17 +166,25 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
 
 def refuse_non_dataset(root: Path, command: str) -> None:
     """PrepError naming the directory to give `prep <command>` instead, for the paths users give by
-    mistake: the manifest.json itself ("no such directory"), or a split directory (inspect said the
-    dataset was "missing or incomplete (finish it with `prep tokenize`)")."""
-    if root.is_file():
-        what = "the dataset's manifest" if root.name == MANIFEST_NAME else "a file, not a dataset directory"
-        raise PrepError(f"{root}: {what}; give `prep {command}` the directory that holds manifest.json"
-                        + (f": prep {command} {root.parent}" if (root.parent / MANIFEST_NAME).is_file() else ""))
-    if not root.is_dir():
+    mistake: the manifest.json itself ("no such directory"), a shard file, or a split directory (inspect
+    said the dataset was "missing or incomplete (finish it with `prep tokenize`)"). The cases come from
+    dataset_path, shared with the loader; a run without its manifest yet is left to the caller (verify
+    reports it as a problem)."""
+    case = not_a_dataset(root)
+    if case is None or case.kind == UNFINISHED:
+        return
+    instead = f": prep {command} {case.dataset}" if case.dataset is not None else ""
+    if case.kind == MANIFEST:
+        raise PrepError(f"{root}: the dataset's manifest; give `prep {command}` the directory that holds "
+                        f"manifest.json{instead}")
+    if case.kind == FILE:
+        inside = f" (inside the dataset at {case.dataset})" if case.dataset not in (None, root.parent) else ""
+        raise PrepError(f"{root}: a file, not a dataset directory{inside}; give `prep {command}` the directory "
+                        f"that holds manifest.json{instead}")
+    if case.kind == MISSING:
         raise PrepError(f"{root}: no such directory")
-    if not (root / MANIFEST_NAME).exists() and (root.parent / MANIFEST_NAME).is_file():
-        raise PrepError(f"{root}: a directory inside the dataset at {root.parent} (no manifest.json here); "
-                        f"give `prep {command}` the dataset's directory: prep {command} {root.parent}")
+    raise PrepError(f"{root}: a directory inside the dataset at {case.dataset} (no manifest.json here); "
+                    f"give `prep {command}` the dataset's directory{instead}")
 
 
 # -- manifest -------------------------------------------------------------------------------------

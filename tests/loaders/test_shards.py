@@ -221,3 +221,26 @@ def test_a_directory_without_a_manifest_says_which_case_it_is(fresh, tmp_path):
         MemmapLoader(writing, batch_size=1, seq_len=4)
     with pytest.raises(PrepError, match="nowhere: no such directory; pass the directory `prep tokenize` wrote"):
         MemmapLoader(tmp_path / "nowhere", batch_size=1, seq_len=4)
+
+
+def test_a_file_given_for_the_dataset_names_the_dataset(fresh, tmp_path):
+    """The manifest.json itself was told to pass "(with split='manifest.json' for this folder's split)", and a
+    shard file to "finish it with `prep tokenize`"; each names the dataset directory now, the loader's way."""
+    def error(path) -> str:
+        with pytest.raises(PrepError) as e:
+            MemmapLoader(path, batch_size=1, seq_len=4)
+        assert "prep tokenize`)" not in str(e.value) and "split='manifest.json'" not in str(e.value)
+        return str(e.value)
+
+    manifest = fresh / "manifest.json"
+    assert error(manifest) == (f"{manifest}: the dataset's manifest, not its directory; pass the directory that "
+                               f"holds it: {fresh}")
+    shard = sorted((fresh / "train").glob("*.bin"))[0]
+    assert error(shard) == (f"{shard}: a file inside the dataset {fresh}, not a dataset directory; pass {fresh} "
+                            "(with split='train' for this folder's split)")
+    (fresh / "notes").mkdir()  # a folder in the dataset that is no split: no split= hint
+    assert error(fresh / "notes") == f"{fresh / 'notes'}: no manifest.json; it is inside the dataset {fresh}: pass {fresh}"
+    stray = tmp_path / "tokens.bin"
+    stray.write_bytes(b"")
+    assert error(stray) == (f"{stray}: a file, not a directory; pass the directory `prep tokenize` wrote (the one "
+                            "holding manifest.json)")

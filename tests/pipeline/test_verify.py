@@ -558,7 +558,8 @@ def test_tokenizer_fields_readers_go_by(ds, field, value, fragment):
     ("manifest.json", "the dataset's manifest; give `prep {c}` the directory that holds manifest.json: prep {c} {ds}"),
     ("train", "a directory inside the dataset at {ds} (no manifest.json here); give `prep {c}` the dataset's "
               "directory: prep {c} {ds}"),
-    ("train/shard-000000.bin", "a file, not a dataset directory"),
+    ("train/shard-000000.bin", "a file, not a dataset directory (inside the dataset at {ds}); give `prep {c}` the "
+                               "directory that holds manifest.json: prep {c} {ds}"),
 ])
 def test_path_inside_a_dataset_names_the_dataset(ds, command, given, fragment):
     """`prep verify DIR/manifest.json` said "no such directory"; `prep inspect` on it, or on a split

@@ -1,0 +1,70 @@
+"""What a path given where a dataset directory belongs turns out to be, when it is not one.
+
+Users hand `prep verify` / `inspect` / `bench-loader` and `MemmapLoader` the manifest.json itself, a
+split folder (DIR/train: Megatron-style prefixes point into one), a shard file, the output of a
+`prep tokenize` run before its manifest is written (last), or a path that does not exist. The cases
+are told apart once, here; each caller words the fix in its own terms (the loader names `split=`, the
+CLI names its command), since one sentence cannot fit both. No torch here: `pipeline` stays torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.manifest import MANIFEST_NAME
+
+__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "NotADataset", "not_a_dataset"]
+
+MANIFEST = "manifest"  # DIR/manifest.json itself
+FILE = "file"  # any other file: a shard (DIR/train/x.bin), a file beside the manifest, or one elsewhere
+FOLDER = "folder"  # a directory inside a dataset: a split folder (DIR/train), or DIR/.prep
+UNFINISHED = "unfinished"  # no manifest yet, but a `prep tokenize` run's state (DIR/.prep/): writing, or stopped
+MISSING = "missing"  # nothing at the path
+
+
+@dataclass(frozen=True)
+class NotADataset:
+    kind: str  # one of the constants above
+    path: Path
+    dataset: Path | None = None  # the dataset directory to give instead, when the path is inside one
+    split: str | None = None  # the split the path is (or is in), when the dataset's manifest lists it
+
+
+def _listed_split(dataset: Path, name: str) -> str | None:
+    """`name` if the manifest at `dataset` lists it as a split; a hint only, so a manifest that cannot be
+    read gives None here (the caller's error is about the path, not the manifest)."""
+    try:
+        splits = json.loads((dataset / MANIFEST_NAME).read_bytes()).get("splits")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(splits, dict) and name in splits else None
+
+
+def _is_dataset(path: Path) -> bool:
+    return (path / MANIFEST_NAME).is_file()
+
+
+def not_a_dataset(root: str | Path) -> NotADataset | None:
+    """The case `root` is, or None for a directory holding manifest.json (read_manifest judges that one)
+    and for a directory with no sign of a dataset or a run in or around it (the caller's own message)."""
+    root = Path(root)
+    if root.is_file():
+        if root.name == MANIFEST_NAME:
+            return NotADataset(MANIFEST, root, root.parent)
+        if _is_dataset(root.parent):  # DIR/README, DIR/stats.json
+            return NotADataset(FILE, root, root.parent)
+        if _is_dataset(root.parent.parent):  # DIR/<split>/part-0000.bin
+            dataset = root.parent.parent
+            return NotADataset(FILE, root, dataset, _listed_split(dataset, root.parent.name))
+        return NotADataset(FILE, root)
+    if not root.exists():
+        return NotADataset(MISSING, root)
+    if (root / MANIFEST_NAME).exists():
+        return None
+    if _is_dataset(root.parent):
+        return NotADataset(FOLDER, root, root.parent, _listed_split(root.parent, root.name))
+    if (root / ".prep").is_dir():  # prep tokenize's run state: the manifest is written last
+        return NotADataset(UNFINISHED, root)
+    return None
