@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -66,9 +67,28 @@ def _simulate_step(step_ms: float, device: torch.device) -> None:
         time.sleep(step_ms / 1000)
 
 
+# loader arguments -> the `prep bench-loader` options they come from: the loader's errors named
+# device='gpu' and "lower seq_len" where the user had typed --device and --seq-len
+_OPTION_OF = {"device": "--device", "seq_len": "--seq-len", "batch_size": "--batch-size"}
+# `device=` (a bare "device" is the English word: "not a torch device"), `seq_len=` or a bare `seq_len`;
+# not inside a path or another name (/data/seq_len/, max_seq_len)
+_ARGUMENT = re.compile(r"(?<![\w/.-])(?:(device)(=)|(seq_len|batch_size)(=|\b))")
+
+
+def _in_option_terms(message: str) -> str:
+    """The loader's one-line error with its argument names as bench-loader's options."""
+    def option(m: re.Match) -> str:
+        name, equals = (m[1], m[2]) if m[1] else (m[3], m[4])
+        return _OPTION_OF[name] + (" " if equals else "")
+    return _ARGUMENT.sub(option, message)
+
+
 def _first_batch(path, mode: str, workers: int, cache_dir, **kw) -> tuple[MemmapLoader, object, float]:
     t0 = time.perf_counter()
-    loader = MemmapLoader(path, mode=mode, num_workers=workers, cache_dir=cache_dir, **kw)
+    try:
+        loader = MemmapLoader(path, mode=mode, num_workers=workers, cache_dir=cache_dir, **kw)
+    except PrepError as e:
+        raise PrepError(_in_option_terms(str(e))) from None
     it = iter(loader)
     try:
         next(it)

@@ -84,7 +84,7 @@ def test_bench_loader_with_a_device_torch_does_not_know_is_one_line(dataset):
     result = CliRunner().invoke(app, ["bench-loader", str(dataset), "--device", "gpu", "--workers", "0",
                                       "--seq-len", "16", "--num-batches", "1"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # was a RuntimeError traceback
-    assert "device='gpu' is not a torch device" in result.output and "Traceback" not in result.output
+    assert "--device 'gpu' is not a torch device" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("mode", ["windows", "packed"])

@@ -69,3 +69,25 @@ def test_cold_first_batch_is_measured_on_each_row(dataset, monkeypatch):
         assert calls[warm][:2] == (r["mode"], r["workers"]) and warm > cold
         if r["mode"] != "windows":  # tiled windows derive no array; the others' warm run finds the cold one's
             assert calls[warm][2] is False
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--device", "gpu"], "--device 'gpu' is not a torch device; use 'cpu' or 'cuda' (or 'cuda:N')"),
+    (["--seq-len", "10000000"], "fewer than --seq-len + 1 = 10000001; lower --seq-len or add data"),
+])
+def test_loader_errors_name_the_options_typed(dataset, options, expected):
+    """The loader's errors named its arguments (device='gpu', "lower seq_len") where the user typed --device
+    and --seq-len; bench-loader words them as its options."""
+    result = CliRunner().invoke(app, ["bench-loader", str(dataset), "--workers", "0", "--mode", "windows",
+                                      "--num-batches", "2", *options])
+    assert result.exit_code == 1, result.output
+    assert expected in " ".join(result.output.split()), result.output
+    assert "device=" not in result.output and "seq_len" not in result.output
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_unavailable_names_the_device_option(dataset):
+    result = CliRunner().invoke(app, ["bench-loader", str(dataset), "--workers", "0", "--mode", "windows",
+                                      "--num-batches", "2", "--device", "cuda"])
+    assert result.exit_code == 1, result.output
+    assert "--device 'cuda' but CUDA is not available; use --device 'cpu'" in " ".join(result.output.split())
