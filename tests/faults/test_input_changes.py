@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 
+import pytest
 from faultkit import DEMO, assert_complete, journal_lines, placed_lines, run_prep, snapshot, write_recipe
 
 LINES_PER_FILE = 70  # ~44 kB of the demo corpus: one unit of 64 KiB per file, not grouped with the next
@@ -37,7 +38,13 @@ def _fresh(tmp_path, recipe, name: str) -> dict[str, str]:
     return snapshot(out)
 
 
-def test_a_rewritten_file_with_units_done_is_refused_and_named(tmp_path):
+@pytest.mark.parametrize("replacement", ["shorter", "plans-otherwise"])
+def test_a_rewritten_file_with_units_done_is_refused_and_named(tmp_path, replacement):
+    """a.jsonl, whose unit was done before a kill, rewritten: cut short (the same plan), or replaced by
+    a file that plans into two units (its done unit no longer planned the same: refused as another
+    recipe's run before, or with the unit kept it would mix old and new documents). Either way the file
+    is named with what changed and the two ways on, nothing of the run is dropped, and putting the file
+    back resumes to a fresh run's dataset."""
     d = _three_files(tmp_path)
     recipe = write_recipe(tmp_path, d / "*.jsonl")
     out = tmp_path / "out"
@@ -45,13 +52,18 @@ def test_a_rewritten_file_with_units_done_is_refused_and_named(tmp_path):
     assert [e["unit"] for e in journal_lines(out)] == [0]
     a = d / "a.jsonl"
     original, stat = a.read_bytes(), a.stat()
-    shorter = original[: original.rindex(b"\n", 0, len(original) - 4000) + 1]
-    a.write_bytes(shorter)  # its last documents gone after its unit was done (still not grouped with b)
+    if replacement == "shorter":  # its last documents gone (still not grouped with b)
+        a.write_bytes(original[: original.rindex(b"\n", 0, len(original) - 4000) + 1])
+    else:
+        a.write_bytes(_lines(150, skip=300))
 
     r = run_prep(recipe, out)
     assert r.returncode == 1
     assert (f"{a}: changed since the unfinished run in {out} read it ({len(original):,} bytes then, "
-            f"{len(shorter):,} now); 1 of its 1 unit(s) are done from the old contents") in r.stderr
+            f"{a.stat().st_size:,} now); 1 of its 1 unit(s) are done from the old contents") in r.stderr
+    assert "--overwrite" in r.stderr and "put the old file back" in r.stderr
+    assert "different recipe" not in r.stderr
+    assert [e["unit"] for e in journal_lines(out)] == [0]  # nothing of the unfinished run was dropped
     assert not (out / "manifest.json").exists()
 
     # put back, with its old time: the run resumes, and ends as one that was never interrupted
@@ -216,35 +228,6 @@ def test_a_file_replaced_after_a_kill_that_plans_otherwise_resumes_when_none_of_
         r = run_prep(recipe, out, workers=3 - workers)  # resumed with the other worker count
         assert r.returncode == 0, r.stderr
         assert_complete(out, _fresh(tmp_path, recipe, f"fresh{workers}"))
-
-
-def test_a_file_with_units_done_replaced_after_a_kill_is_refused_naming_it_though_the_plan_differs(tmp_path):
-    """a.jsonl, whose unit was done, replaced after a kill by a file that plans into two units: its
-    done unit is not planned the same, and the run was refused as another recipe's (or, with the
-    unit kept, would mix old and new documents). As with an unchanged plan, the file is named with
-    what changed and the two ways on; putting it back resumes to a fresh run's dataset."""
-    d = _three_files(tmp_path)
-    recipe = write_recipe(tmp_path, d / "*.jsonl")
-    out = tmp_path / "out"
-    assert run_prep(recipe, out, fault="journal:1").returncode == -signal.SIGKILL
-    assert [e["unit"] for e in journal_lines(out)] == [0]
-    a = d / "a.jsonl"
-    original, stat = a.read_bytes(), a.stat()
-    a.write_bytes(_lines(150, skip=300))
-
-    r = run_prep(recipe, out)
-    assert r.returncode == 1
-    assert (f"{a}: changed since the unfinished run in {out} read it ({len(original):,} bytes then, "
-            f"{a.stat().st_size:,} now); 1 of its 1 unit(s) are done from the old contents") in r.stderr
-    assert "--overwrite" in r.stderr and "put the old file back" in r.stderr
-    assert "different recipe" not in r.stderr
-    assert [e["unit"] for e in journal_lines(out)] == [0]  # nothing of the unfinished run was dropped
-
-    a.write_bytes(original)
-    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    r = run_prep(recipe, out)
-    assert r.returncode == 0, r.stderr
-    assert_complete(out, _fresh(tmp_path, recipe, "fresh"))
 
 
 def test_after_a_kill_a_removed_file_with_units_done_is_refused_and_an_added_one_is_read(tmp_path):
