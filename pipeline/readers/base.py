@@ -36,7 +36,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "value_preview", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -118,17 +118,18 @@ class BadRecords:
     def reject(self, reason: str, position: int, raw, detail: str = "", line: int | None = None,
                row: int | None = None, path: str | None = None) -> None:
         """One bad record: `position` as in DocBatch; `line` (1-based) or `row` (0-based) when known."""
-        if isinstance(raw, (bytes, bytearray, memoryview)):
-            preview = bytes(raw[:4 * REJECT_PREVIEW_CHARS]).decode("utf-8", "replace")
+        if raw is None:  # a null value (Parquet, HF): JSON null, not the text "None" (a document's text?)
+            preview = None
+        elif isinstance(raw, (bytes, bytearray, memoryview)):
+            preview = bytes(raw[:4 * REJECT_PREVIEW_CHARS]).decode("utf-8", "replace")[:REJECT_PREVIEW_CHARS]
         else:
-            preview = str(raw)
-        preview = preview[:REJECT_PREVIEW_CHARS]
+            preview = str(raw)[:REJECT_PREVIEW_CHARS]
         path = path or self.unit.path
         at = f"line {line}" if line is not None else f"row {row}" if row is not None else f"byte {position}"
         if self.policy == "error":
-            raise PrepError(f"{path} at {at}: {reason}{': ' + detail if detail else ''} (record starts "
-                            f"{preview[:60]!r}); fix the record, or set on_bad_record: skip to count and list "
-                            "such records")
+            shown = "the value is null" if preview is None else f"record starts {preview[:60]!r}"
+            raise PrepError(f"{path} at {at}: {reason}{': ' + detail if detail else ''} ({shown}); fix the record, "
+                            "or set on_bad_record: skip to count and list such records")
         self.counts[reason] = self.counts.get(reason, 0) + 1
         entry = {"source": path, "position": int(position), "reason": reason, "text": preview}
         if line is not None:
@@ -158,6 +159,16 @@ class BadRecords:
         with open(path, "wb") as f:
             f.write(data)
         return crc32(data)
+
+
+def value_preview(value) -> str | None:
+    """A rejected Parquet/HF value as rejects.jsonl shows it: None stays None (JSON null), a record or
+    list is JSON (its nulls null, not Python's `None`, as the JSON readers show theirs), else str()."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)  # default: a timestamp or bytes field
+    return str(value)
 
 
 def compression_of(path: str) -> str | None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from pipeline import hub
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError, shown_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path
+from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path, value_preview
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import HF_SAVED_MARKERS, is_local_saved_dataset, is_url
 
@@ -316,7 +316,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                     text = extract({k: v[i] for k, v in columns.items()})
             except RecordError as e:
                 shown = values[i] if plain and values is not None else {k: v[i] for k, v in columns.items()}
-                bad.reject(e.reason, pos, str(shown), e.detail, row=pos, path=where)
+                bad.reject(e.reason, pos, value_preview(shown), e.detail, row=pos, path=where)
                 continue
             if limit is not None and len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
                 bad.reject("record_too_large", pos, text, f"text longer than max_record_bytes {limit}", row=pos,

@@ -30,6 +30,7 @@ from pipeline.readers.base import (
     open_raw,
     serves_ranges,
     unreadable,
+    value_preview,
 )
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import is_url
@@ -277,7 +278,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                         else:
                             text = extract(value)
                     except RecordError as e:
-                        bad.reject(e.reason, pos, _preview(value), e.detail, row=pos)
+                        bad.reject(e.reason, pos, value_preview(value), e.detail, row=pos)
                         continue
                     if limit is not None and len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
                         bad.reject("record_too_large", pos, text, f"text longer than max_record_bytes {limit}", row=pos)
@@ -302,7 +303,3 @@ def _records_of(rb) -> list:
             except UnicodeDecodeError:
                 rows.append(_BadUtf8(b"(a field of this row is not UTF-8)"))
         return rows
-
-
-def _preview(value) -> str:
-    return value if isinstance(value, str) else str(value)

@@ -89,6 +89,16 @@ def test_a_saved_dataset_of_no_rows_is_an_input_of_no_documents(tmp_path):
     with pytest.raises(PrepError, match=r"text_field 'body' is not a column of .*empty; it has 'text'"):
         read_all(SourceConfig(path=str(tmp_path / "empty"), format="hf", text_field="body"))
 
+def test_a_null_value_is_listed_as_json_null_not_the_text_none(tmp_path):
+    """As for Parquet: a null text was listed as the text "None"; now JSON null (and a template's
+    record as JSON, its nulls null)."""
+    datasets.Dataset.from_dict({"title": ["A", None], "text": ["x", None]}).save_to_disk(str(tmp_path / "s"))
+    _, _, _, bad = read_all(SourceConfig(path=str(tmp_path / "s"), format="hf"))
+    assert [(r["reason"], r["text"]) for r in bad] == [("null_text", None)]
+    _, _, _, bad = read_all(SourceConfig(path=str(tmp_path / "s"), format="hf", text_template="{title}|{text}"))
+    assert [json.loads(r["text"]) for r in bad] == [{"title": None, "text": None}]
+
+
 def test_null_values_and_template(tmp_path):
     ds = datasets.Dataset.from_dict({"title": ["A", "B", None], "text": ["x", None, "z"]})
     ds.save_to_disk(str(tmp_path / "s"))

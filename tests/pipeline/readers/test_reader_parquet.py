@@ -3,6 +3,7 @@ units), only the text column is read, damage names the row group."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import tempfile
@@ -57,6 +58,24 @@ def test_null_and_non_string_values_and_template(tmp_path):
     assert got == ["A: x #1"] and [r["reason"] for r in bad] == ["null_text", "null_text"]
     _, got, _, bad = read_all(SourceConfig(path=str(path), text_field="meta.n"), [str(path)])
     assert got == [] and {r["reason"] for r in bad} == {"non_string_text"}
+
+
+def test_a_null_value_is_listed_as_json_null_not_the_text_none(tmp_path):
+    """A null text was written to rejects.jsonl as "text": "None", which reads as a document whose text
+    was "None"; a template's record showed Python's repr ({'text': None}). Now: JSON null, and the
+    record as JSON; under on_bad_record: error the message says the value is null."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"title": ["A", "B"], "text": ["x", None]}), path)
+    _, _, _, bad = read_all(SourceConfig(path=str(path)), [str(path)])
+    assert [(r["reason"], r["text"]) for r in bad] == [("null_text", None)]
+    collector = BadRecords(pq_reader.plan(SourceConfig(path=str(path)), 0, [str(path)], 1 << 16)[0], "skip")
+    collector.rows = bad
+    collector.write(tmp_path / "rejects.jsonl")
+    assert '"text": null' in (tmp_path / "rejects.jsonl").read_text() and '"None"' not in (tmp_path / "rejects.jsonl").read_text()
+    _, _, _, bad = read_all(SourceConfig(path=str(path), text_template="{title}: {text}"), [str(path)])
+    assert [json.loads(r["text"]) for r in bad] == [{"title": "B", "text": None}]
+    with pytest.raises(PrepError, match=r"row 1: null_text: 'text' is null \(the value is null\); fix the record"):
+        read_all(SourceConfig(path=str(path)), [str(path)], policy="error")
 
 
 def test_a_column_named_with_a_dot_is_read_as_named(tmp_path):
