@@ -46,6 +46,7 @@ from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
 from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
 from pipeline.readers import WorkUnit, plan_units
+from pipeline.readers.text import whole_file_fix
 from pipeline.recipe import Recipe
 from pipeline.shards import named, part_intact
 from pipeline.source_formats import is_url, local_path
@@ -248,7 +249,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     if not any(s.num_docs for s in manifest.splits.values()):
         notes.append("the dataset holds no documents: the input had none"
                      + (", or every one was skipped (see skipped)" if manifest.skipped else "")
-                     + _empty_hint(manifest.skipped))
+                     + _empty_hint(manifest.skipped, recipe, spec.backend))
     notes += _input_notices(results)
     if spec.backend_reason:
         notes.append(spec.backend_reason)
@@ -282,12 +283,27 @@ _EMPTY_HINTS = {
 }
 
 
-def _empty_hint(skipped: dict[str, int]) -> str:
-    """'; most were REASON: FIX' when over half of an empty dataset's skipped records were REASON, or ''."""
+# peak memory of tokenizing one huge document, per MB of its text: measured on 20-300 MB of English-like
+# lines with the gpt2 tokenizer (0.25 tokens a byte), peak RSS less a tiny run's: gigatoken and tiktoken
+# ~3.3 (70 MB: 0.22 GB more; 300 MB: 1.0 GB), hf ~117 (its per-token Encoding; 70 MB: 8.2 GB more)
+_WHOLE_DOC_MB_PER_MB = {"hf": 120}
+_WHOLE_DOC_MB_PER_MB_FAST = 3.5
+
+
+def _empty_hint(skipped: dict[str, int], recipe: Recipe, backend: str) -> str:
+    """'; most were REASON: FIX' when over half of an empty dataset's skipped records were REASON, or ''.
+    Too large records where a text source reads each file whole: most likely one big input.txt (as
+    nanoGPT's data is) that was meant as many documents, so the fix names doc_separator first."""
     reason = max(skipped, key=skipped.get, default=None)
     if reason not in _EMPTY_HINTS or 2 * skipped[reason] <= sum(skipped.values()):
         return ""
-    return f"; most were {reason}: {_EMPTY_HINTS[reason]}"
+    whole = [i for i, s in enumerate(recipe.sources) if s.resolved_format() == "text" and s.doc_separator is None]
+    if reason != "record_too_large" or not whole:
+        return f"; most were {reason}: {_EMPTY_HINTS[reason]}"
+    where = "source" if len(recipe.sources) == 1 else f"sources[{whole[0]}]"
+    per_mb = _WHOLE_DOC_MB_PER_MB.get(backend, _WHOLE_DOC_MB_PER_MB_FAST)
+    return (f"; most were {reason}: {whole_file_fix(where)}, which takes about {per_mb} MB of memory per MB of "
+            f"text to tokenize (tokenizer backend {backend})")
 
 
 def _inputs_newer_than(manifest: Path, inputs: dict[str, list]) -> list[str]:

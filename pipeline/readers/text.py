@@ -49,9 +49,18 @@ from pipeline.readers.sniff import HEAD_BYTES, refuse_mislabeled, refuse_mislabe
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import is_url
 
-__all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping"]
+__all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_start", "self_overlapping",
+           "whole_file_fix"]
 
 READ_BLOCK = 4 << 20
+
+
+def whole_file_fix(where: str = "source") -> str:
+    """What a text file over max_record_bytes most likely needs (nanoGPT's one big input.txt): it was
+    read as one document because doc_separator is null. The reject's detail and the empty dataset's note."""
+    return (f"a text file read whole ({where}.doc_separator: null) is one document: set {where}.doc_separator: "
+            f'"\\n\\n" (paragraphs) or "\\n" (lines) to make documents of it, or raise {where}.max_record_bytes '
+            "(null: no limit) to keep it one document")
 
 
 def self_overlapping(sep: bytes) -> bool:
@@ -282,7 +291,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
             done += size
             if limit is not None and len(data) > limit:
                 bad.reject("record_too_large", number, data[:4 * REJECT_PREVIEW_CHARS],
-                           f"{size} bytes > max_record_bytes {limit}", path=path)
+                           f"{size} bytes > max_record_bytes {limit}; {whole_file_fix()}", path=path)
                 continue
         else:
             stream, raw = open_input(path, so)
@@ -290,8 +299,8 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 data = _read_capped(stream.read, limit)
                 done += raw.tell()
             if limit is not None and len(data) > limit:
-                bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed",
-                           path=path)
+                bad.reject("record_too_large", number, data, f"more than max_record_bytes {limit} decompressed; "
+                           f"{whole_file_fix()}", path=path)
                 continue
         refuse_mislabeled(path, data[:HEAD_BYTES], compression_of(path))  # a .tar.gz, say (sniff.py)
         if data[:3] == BOM:

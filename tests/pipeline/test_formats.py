@@ -303,6 +303,36 @@ def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     assert m.skipped == {"missing_field": 1} and m.splits["train"].num_docs == 1
 
 
+@pytest.mark.parametrize("compressed", [False, True])
+def test_one_big_text_file_over_max_record_bytes_says_to_set_doc_separator(tmp_path, compressed):
+    """nanoGPT's habit: one big input.txt. Read whole (doc_separator: null) it is one document; over
+    max_record_bytes (64 MiB by default; 2000 bytes here) it was rejected and the run ended with an
+    empty dataset and only "raise source.max_record_bytes". The note and the reject's detail now say
+    that the file was one document and how to make documents of it (doc_separator), or keep it one
+    (and at what memory); the fixes they name read it."""
+    lines = [t.replace("\n", " ")[:150].strip() for t in corpus_texts(300)[:30]]
+    paragraphs = ["\n".join(lines[i:i + 3]) for i in range(0, 30, 3)]  # each well under 2000 bytes
+    data = ("\n\n".join(paragraphs) + "\n").encode()
+    assert len(data) > 2000
+    path = tmp_path / ("input.txt.gz" if compressed else "input.txt")
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(path), "max_record_bytes": 2000},
+                               "tokenizer": {"path": str(DEMO_TOKENIZER)}, "output": {"dir": str(tmp_path / "out" / "one")}})
+    fix = ('a text file read whole (source.doc_separator: null) is one document: set source.doc_separator: "\\n\\n" '
+           '(paragraphs) or "\\n" (lines) to make documents of it, or raise source.max_record_bytes (null: no limit) '
+           "to keep it one document")
+    notes = tokenize(recipe, show_progress=False).notes
+    assert any(note.startswith("the dataset holds no documents") and f"most were record_too_large: {fix}, which takes "
+               "about 3.5 MB of memory per MB of text to tokenize (tokenizer backend " in note for note in notes), notes
+    (reject,) = [json.loads(r) for r in (tmp_path / "out" / "one" / "rejects.jsonl").read_text().splitlines()]
+    assert reject["reason"] == "record_too_large" and reject["detail"].endswith(f"; {fix}")
+    counts = {"\n\n": len(paragraphs), "\n": data.count(b"\n") - len(paragraphs) + 1, None: 1}
+    for sep, n in counts.items():
+        settings = {"doc_separator": sep} if sep else {"max_record_bytes": None}
+        m = read_manifest(run(tmp_path, {"path": str(path), "max_record_bytes": 2000, **settings}, f"fixed-{n}"))
+        assert m.splits["train"].num_docs == n and not m.skipped
+
+
 @pytest.mark.parametrize("delimiter", [";", "|"])
 def test_a_csv_with_another_delimiter_reads_with_source_delimiter(tmp_path, delimiter):
     """Excel writes `;`-separated CSV where the decimal mark is a comma. Read with ",", its header was
