@@ -60,8 +60,24 @@ def check_value(value, tp, dotted: str):
     if tp is int and isinstance(value, float) and value.is_integer():
         return int(value)  # 1.0e+8 in YAML is a float, 1e8 a string (converted above)
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        if tp is str and dotted.endswith(".text_field") and _field_names(value):
+            raise PrepError(_several_text_fields(value, dotted))
         raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
     return value
+
+
+def _field_names(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+def _several_text_fields(names, dotted: str) -> str:
+    """text_field: [title, text], typed as Megatron's --json-keys takes several keys (a dataset per
+    key there): here one field; the message gives the template that joins them, a blank line between."""
+    template = "\\n\\n".join("{" + name + "}" for name in names)  # as typed in YAML's double quotes
+    where = dotted.rsplit(".", 1)[0]
+    return (f"{dotted}: one field, got a list {list(names)!r}; to join fields into one document use "
+            f'{where}.text_template instead, e.g. text_template: "{template}" (a format string over the '
+            "record's fields), and leave text_field out")
 
 
 def _describe(tp) -> str:

@@ -64,6 +64,28 @@ def test_recipe_errors_name_the_key(patch, message):
     assert message in str(e.value)
 
 
+def test_a_list_of_text_fields_names_text_template_with_the_template_for_them():
+    """`text_field: [title, text]` (Megatron's --json-keys habit) said only "expected a string, got
+    list"; it now names text_template, with the template joining those fields, which reads as YAML to
+    that template and builds the recipe."""
+    for recipe, where in (({**BASE, "source": {"path": "x.jsonl", "text_field": ["title", "text"]}}, "source"),
+                          (apply_overrides(BASE, ["source.text_field=[title, text]"]), "source"),
+                          ({**BASE, "source": None, "sources": [{"path": "a.jsonl"},
+                                                                {"path": "x.jsonl", "text_field": ["title", "text"]}]},
+                           "sources[1]")):
+        with pytest.raises(PrepError) as e:
+            Recipe.from_dict({k: v for k, v in recipe.items() if v is not None})
+        message = str(e.value)
+        assert message.startswith(f"{where}.text_field: one field, got a list ['title', 'text']; to join fields into "
+                                  f"one document use {where}.text_template instead, e.g. text_template: ")
+        example = re.search(r'e\.g\. (text_template: ".*?")', message).group(1)
+        assert yaml.safe_load(example) == {"text_template": "{title}\n\n{text}"}
+        fixed = {**BASE, "source": {"path": "x.jsonl", **yaml.safe_load(example)}}
+        assert Recipe.from_dict(fixed).sources[0].text_template == "{title}\n\n{text}"
+    with pytest.raises(PrepError, match=r"^source\.text_field: expected a string, got int 5$"):
+        Recipe.from_dict({**BASE, "source": {"path": "x.jsonl", "text_field": 5}})
+
+
 def test_numbers_in_exponent_form_are_numbers():
     """YAML 1.1 reads 1e8 (no dot, no exponent sign) as a string; a whole one is an integer field's value."""
     text = "name: t\nsource: x.jsonl\ntokenizer: t.json\noutput: {dir: o, shard_tokens: SHARD, val_fraction: 2e-3}\n"
