@@ -145,6 +145,7 @@ def bench_loader(
 
     directory = _local_dataset(directory, "bench-loader")
     refuse_non_dataset(directory, "bench-loader")  # manifest.json or a split directory given: name the dataset's
+    _refuse_unfinished(directory, "bench-loader")
     if not (directory / "manifest.json").exists():
         raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
     _known_split(directory, read_manifest(directory), split)
@@ -182,6 +183,7 @@ def inspect(
 
     directory = _local_dataset(directory, "inspect")
     refuse_non_dataset(directory, "inspect")  # manifest.json or a split directory given: name the dataset's
+    _refuse_unfinished(directory, "inspect")
     if tokenizer is not None and not tokenizer.strip():  # `or` took the manifest's path for it, silently
         raise PrepError("--tokenizer is empty (an unset shell variable?); give the tokenizer.json to decode with, "
                         "or leave --tokenizer out to use the one the manifest names")
@@ -228,6 +230,20 @@ def _local_dataset(directory: str, command: str) -> Path:
                         "copy (output.local_dir, by default under ~/.cache/prep/staging/; `prep tokenize` names it "
                         "in its last note), or a downloaded copy of the dataset")
     return Path(local_path(directory))
+
+
+def _refuse_unfinished(directory: Path, command: str) -> None:
+    """A `prep tokenize` output without its manifest yet (written last) but with the run's state: say
+    that a run is writing it or stopped, and how to finish it. inspect said "the dataset is missing or
+    incomplete (finish it with `prep tokenize`)", bench-loader "point bench-loader at a `prep tokenize`
+    output", though it is one (the loader words it so too: loaders/shards.py)."""
+    from pipeline.dataset_path import UNFINISHED, not_a_dataset
+
+    case = not_a_dataset(directory)
+    if case is not None and case.kind == UNFINISHED:
+        raise PrepError(f"{directory}: no manifest.json yet: a `prep tokenize` run is writing this dataset or "
+                        f"stopped before finishing it ({directory / '.prep'} holds its state); wait for it to end, "
+                        f"or re-run the same `prep tokenize` command to finish it, then run `prep {command}` again")
 
 
 def _known_split(directory: Path, m, split: str) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -346,3 +350,29 @@ def test_inspect_tokenizer_option_errors_name_the_option(tmp_path, demo_tokenize
     assert result.exit_code == 1, result.output
     last = result.output.strip().splitlines()[-1]  # after the summary, as the tokenizer's other errors
     assert last.startswith(f"error: --tokenizer {tmp_path} is a directory without tokenizer.json"), result.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "bench-loader"])
+def test_a_run_stopped_before_its_manifest_is_named_with_how_to_finish_it(tmp_path, demo_tokenizer, command):
+    """A `prep tokenize` output whose run is still writing or stopped (DIR/.prep, no manifest.json yet):
+    inspect said "the dataset is missing or incomplete (finish it with `prep tokenize`)", bench-loader
+    "point bench-loader at a `prep tokenize` output", though it is one. Both now say a run is writing it
+    or stopped, and that re-running the same command finishes it; which it does."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(300))
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out",
+                          output__val_fraction=0.0)
+    tokenize = [sys.executable, "-m", "pipeline.cli", "tokenize", "-r", str(recipe), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PREP_FAULT": "start:1:int"}
+    stopped = subprocess.run(tokenize, capture_output=True, text=True, env=env, timeout=120)  # Ctrl-C at its start
+    assert stopped.returncode == 130 and (tmp_path / "out" / ".prep").is_dir(), stopped.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    result = runner.invoke(app, [command, str(tmp_path / "out")])
+    assert result.exit_code == 1
+    out = tmp_path / "out"
+    assert result.output.strip() == (
+        f"error: {out}: no manifest.json yet: a `prep tokenize` run is writing this dataset or stopped before "
+        f"finishing it ({out / '.prep'} holds its state); wait for it to end, or re-run the same `prep tokenize` "
+        f"command to finish it, then run `prep {command}` again"), result.output
+    del env["PREP_FAULT"]
+    assert subprocess.run(tokenize, capture_output=True, text=True, env=env, timeout=120).returncode == 0
+    assert runner.invoke(app, ["inspect", str(out)]).exit_code == 0
