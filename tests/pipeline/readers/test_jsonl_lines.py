@@ -204,7 +204,7 @@ def old_iter_batches(unit, source, bad, batch_docs):
                 record = orjson.loads(body)
             except orjson.JSONDecodeError as e:
                 if "utf-8" not in str(e).lower():
-                    bad.reject("malformed_json", offset, line, str(e)[:120], line=at)
+                    bad.reject("malformed_json", offset, line, _malformed_detail(body, e), line=at)
                     continue
                 if not replace:
                     bad.reject("invalid_utf8", offset, line, str(e)[:120], line=at)
@@ -253,6 +253,15 @@ def run(reader, units, source, spool_dir=None):
     return texts, positions, nbytes, rows, counts
 
 
+def _malformed_detail(body: bytes, e: Exception) -> str:
+    """The reader's detail for a line that is no JSON (session 36: a line holding a lone CR says so and
+    names the fix, as classic-Mac line endings made a whole file one reject)."""
+    if b"\r" in body.rstrip():
+        return (str(e)[:80] + "; the line holds a lone carriage return (\\r) between values: convert the "
+                "file's line endings (tr '\\r' '\\n')")
+    return str(e)[:120]
+
+
 good_record = st.one_of(
     st.text(max_size=30).map(lambda t: orjson.dumps({"text": t})),
     st.text(min_size=40, max_size=120).map(lambda t: orjson.dumps({"id": 1, "text": t})),  # over small caps
@@ -262,7 +271,7 @@ record = st.one_of(
     st.sampled_from([b"", b"   ", b"\r", b"\t\x0b\x0c", b'{"text": "crlf"}\r', b'  {"text": "pad"}  ',
                      b'{"text": ', b'{"text": "a"} x', b"not json", b'{"other": 1}', b'{"text": null}',
                      b'{"text": 5}', b'{"text": "bad \xff utf8"}', b'{"text": "\xc3"}', b"\xff\xfe",
-                     b'["text"]', b'{"text": "caf\xc3\xa9"}', b'\xef\xbb\xbf{"text": "after a BOM"}',
+                     b'["text"]', b'{"text": "mac"}\r{"text": "eol"}', b'{"text": "caf\xc3\xa9"}', b'\xef\xbb\xbf{"text": "after a BOM"}',
                      b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf {broken", b'\xef\xbb\xbf{"text": "\xff"}',
                      b"\0" * 37, b"\0\0 ", b'\0\0{"text": "appended after a crash"}', b"\0 \0", b" \0"]),
     st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
