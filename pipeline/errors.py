@@ -3,7 +3,7 @@
 The CLI prints `PrepError` as a single line and exits 1; anything else is a bug and keeps its traceback.
 """
 
-__all__ = ["PrepError", "SchemaError", "not_a_column", "refuse_repeated_columns", "closest", "RESUME_FIX", "FINISHED_FIX"]
+__all__ = ["PrepError", "SchemaError", "InputUnreachable", "STOPS_THE_RUN", "not_a_column", "refuse_repeated_columns", "closest", "RESUME_FIX", "FINISHED_FIX"]
 
 import difflib
 
@@ -25,6 +25,17 @@ class SchemaError(PrepError):
     """The input does not have the fields the recipe names (a text_field that is no column, or that no
     record of a file's first unit has). It stops the run under `on_bad_record: skip` too: it is the
     recipe's mistake, not a damaged file, and left alone it would give an empty dataset and exit 0."""
+
+
+class InputUnreachable(PrepError):
+    """An input URL whose bytes could not be fetched (a network drop, an endpoint down, a timeout): not
+    the file's fault. It stops the run under `on_bad_record: skip` too, as SchemaError does: failing the
+    unit instead left its documents out of a dataset that a re-run then called complete, and the file
+    is not marked as damaged (a replacement of it with units done is still refused). Re-run to resume."""
+
+
+# errors that stop the run whatever on_bad_record says, and do not mark their file as damaged
+STOPS_THE_RUN = (SchemaError, InputUnreachable)
 
 
 def not_a_column(path: str, name: str, columns: list[str], holder: str, template: bool) -> SchemaError:

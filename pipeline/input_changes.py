@@ -37,7 +37,7 @@ import shlex
 
 import orjson
 
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import STOPS_THE_RUN, PrepError
 from pipeline.journal import RunState
 from pipeline.readers import WorkUnit
 
@@ -207,8 +207,9 @@ def _failed_files(result: dict) -> set[str]:
 
 def note_stop(state: RunState, unit: WorkUnit, error: BaseException) -> None:
     """The run stops on `unit`'s error (`on_bad_record: error`): its files may then be replaced and the
-    run resumed (see `accept`). Not for the recipe's mistakes (SchemaError), whose fix is the recipe."""
-    if isinstance(error, PrepError) and not isinstance(error, SchemaError):
+    run resumed (see `accept`). Not for the recipe's mistakes (SchemaError), whose fix is the recipe, nor
+    for a URL that could not be fetched (InputUnreachable), which is not damaged."""
+    if isinstance(error, PrepError) and not isinstance(error, STOPS_THE_RUN):
         _mark_stopped_on(state, set(unit.files()))
 
 

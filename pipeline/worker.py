@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import STOPS_THE_RUN, PrepError, SchemaError
 from pipeline.filters import (
     BATCH_CHARS,
     DEDUP_DIR,
@@ -164,7 +164,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
                         unreported = 0
                     _check_fields_found(member, source, member_bad, len(texts))
                 except PrepError as e:
-                    if recipe.on_bad_record == "error" or isinstance(e, SchemaError):
+                    if recipe.on_bad_record == "error" or isinstance(e, STOPS_THE_RUN):
                         raise
                     failed_files.append({"path": member.path, "error": str(e)})
                     continue

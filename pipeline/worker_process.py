@@ -19,7 +19,7 @@ import threading
 import time
 
 from pipeline import trace
-from pipeline.errors import PrepError, SchemaError
+from pipeline.errors import STOPS_THE_RUN, PrepError
 from pipeline.pool import hf_threads, worker_environment
 from pipeline.readers import WorkUnit
 from pipeline.worker import WorkerContext, process_unit
@@ -84,7 +84,7 @@ def unit_or_failure(unit: WorkUnit, ctx: WorkerContext, report) -> dict:
     try:
         return process_unit(unit, ctx, report)
     except PrepError as e:
-        if ctx.recipe.on_bad_record == "error" or isinstance(e, SchemaError):
+        if ctx.recipe.on_bad_record == "error" or isinstance(e, STOPS_THE_RUN):
             raise
         # under `skip`, a damaged file fails its unit only; the manifest lists it
         return {"unit": unit.index, "status": "failed", "path": unit.path, "error": str(e)}

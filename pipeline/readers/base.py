@@ -338,7 +338,7 @@ def decompressed_size(path: str, size: int, storage_options: dict | None = None)
     2**32, of the last member only). A declared size below the compressed size is not believed."""
     comp = compression_of(path)
     try:
-        with open_raw(path, storage_options) as f:
+        with open_raw(path, storage_options, ahead_to=0) as f:  # a URL: 18 or 4 bytes fetched, no more
             if comp == "zstd":
                 import zstandard
                 found = zstandard.get_frame_parameters(f.read(18)).content_size
@@ -418,7 +418,7 @@ def _plan_size(path: str, size: int, storage_options: dict | None, keep_head: bo
     sampled = size > SAMPLE_BYTES  # else the whole file is decompressed: its size, exactly
     out = 0
     try:
-        raw = open_raw(path, storage_options)
+        raw = open_raw(path, storage_options, ahead_to=SAMPLE_BYTES if sampled else None)
         # the decompressor sees the first SAMPLE_BYTES as the whole file: what it gives for exactly
         # those bytes (it may read ahead of what it has decoded, so raw.tell() would not say)
         stream, _ = decompressor(path, _Prefix(raw, SAMPLE_BYTES) if sampled else raw)
@@ -499,13 +499,16 @@ def ranged_input_bytes(files: list[str], unit_bytes: int, fmt: str, storage_opti
     return total
 
 
-def open_raw(path: str, storage_options: dict | None = None) -> BinaryIO:
+def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | None = None) -> BinaryIO:
+    """`ahead_to`: for a URL, the offset past which no read fetches more than it asks (a unit's end;
+    readers.url_reads)."""
     if is_url(path):
         import fsspec
         if not serves_ranges(path, storage_options):  # read it as one stream from its start
             body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
             return io.BufferedReader(_OneStream(body), buffer_size=1 << 20)  # peek() for the readers' looks
-        return fsspec.open(path, "rb", **(storage_options or {})).open()
+        from pipeline.readers.url_reads import open_url
+        return open_url(path, storage_options, ahead_to)
     return open(local_path(path), "rb")
 
 
@@ -642,12 +645,13 @@ def is_damage(e: BaseException) -> bool:
     return isinstance(e, decode_failures())
 
 
-def open_input(path: str, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:
+def open_input(path: str, storage_options: dict | None = None, ahead_to: int | None = None
+               ) -> tuple[BinaryIO, BinaryIO]:
     """(decompressed stream, raw file): the raw file's tell() gives compressed bytes read (progress).
     Close both (`with raw, stream:`): a GzipFile or the zstd reader leaves the file it reads open.
-    A file that cannot be opened is a PrepError naming it (`unreadable`)."""
+    A file that cannot be opened is a PrepError naming it (`unreadable`). `ahead_to`: see open_raw."""
     try:
-        raw = open_raw(path, storage_options)
+        raw = open_raw(path, storage_options, ahead_to)
     except OSError as e:
         raise unreadable(path, e) from None
     return decompressor(path, raw)
@@ -669,7 +673,8 @@ def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[Bina
         from pipeline.spool import open_window
         window = open_window(unit)
         return window, window
-    return open_input(unit.path, storage_options)
+    # a range of a URL: nothing fetched past its end but what the reader asks (readers.url_reads)
+    return open_input(unit.path, storage_options, unit.end if unit.end >= 0 and not unit.group else None)
 
 
 def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:

@@ -667,7 +667,8 @@ def _raise_field_limit() -> None:
 
 
 def _read_header(unit: WorkUnit, source: SourceConfig, dialect: Dialect) -> list[str]:
-    stream, raw = open_input(unit.path, source.storage_options)
+    # ahead_to=0: from a URL, the small reads below and no more (else a 4 MiB request per unit)
+    stream, raw = open_input(unit.path, source.storage_options, ahead_to=0)
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         # small reads: every unit but the first reads the header, which is usually one short line
         lines = _Lines(stream, 0, -1, source.max_record_bytes or sys.maxsize, block=HEADER_BLOCK,

@@ -49,7 +49,8 @@ def _open(path: str, storage_options: dict, streamed: bool = False):
                         "from its end (the footer) by ranges; download the file and give its local path, or serve "
                         "it with range requests")
     try:
-        f = open_raw(path, storage_options)
+        # ahead_to=0: from a URL, only the byte ranges pyarrow asks for (its column chunks, footer)
+        f = open_raw(path, storage_options, ahead_to=0)
     except OSError as e:
         raise unreadable(path, e) from None
     try:

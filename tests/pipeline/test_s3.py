@@ -457,3 +457,132 @@ def test_small_json_files_and_a_records_field_object_on_s3(tmp_path, s3):
                           str(tmp_path / "obj"), val_fraction=0.0), show_progress=False)
     assert [s.sha256 for s in obj.manifest.splits["train"].shards] == \
         [s.sha256 for s in here.manifest.splits["train"].shards]
+
+
+@contextlib.contextmanager
+def bytes_fetched(sizes: list):
+    """The size of each body the S3 files' reads get within (a request's real bytes, not its range)."""
+    real = s3fs.core.S3File._fetch_range
+
+    def counting(self, start, end):
+        data = real(self, start, end)
+        sizes.append(len(data))
+        return data
+    with mock.patch.object(s3fs.core.S3File, "_fetch_range", counting):
+        yield
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_unit_of_an_s3_object_fetches_its_range_not_the_rest_of_the_object(tmp_path, s3, fmt):
+    """fsspec's files read ahead a block past each read (50 MiB on s3fs): every unit of a big object
+    fetched the object from its range to the end (JSONL 7.6x the object in all, CSV 21x: its header
+    look fetched it again; Parquet 7x). Now a unit fetches its range and the rest of its last record."""
+    from pipeline.readers import BadRecords, get_reader, plan_units
+    fs, options = s3
+    texts = [t for t in demo_texts() if t]  # ~1.2 MB of text
+    here = tmp_path / f"d.{fmt}"
+    if fmt == "jsonl":
+        here.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    elif fmt == "csv":
+        with open(here, "w", newline="") as f:
+            csv.writer(f).writerows([["text"], *[[t] for t in texts]])
+    else:  # a second column, never read
+        pq.write_table(pa.table({"text": texts, "other": [t[::-1] for t in texts]}), here, row_group_size=200)
+    fs.put_file(str(here), f"prep-test/ranges/d.{fmt}")
+    r = recipe([{"path": f"s3://prep-test/ranges/d.{fmt}", "storage_options": options}], str(tmp_path / "o"))
+    units = plan_units(r)
+    assert len(units) >= 8
+    reader, docs, per_unit = get_reader(fmt), [], []
+    for u in units:
+        sizes = []
+        with bytes_fetched(sizes):
+            docs += [t for b in reader.iter_batches(u, r.sources[0], BadRecords(u, "error"), 256) for t in b.texts]
+        per_unit.append(sum(sizes))
+    assert docs == texts
+    # its range and the rest of its last record, read 64 KiB at a time past the end, and CSV's header's first
+    # 64 KiB (small next to the units of a real run, 2-16 MiB); Parquet: its row group's text column, read
+    # in 64 KiB pieces, and the footer (pyarrow reads the last 64 KiB)
+    extra = (192 if fmt == "parquet" else 128) << 10
+    assert all(n <= u.size + extra for n, u in zip(per_unit, units)), (per_unit, [u.size for u in units])
+
+
+class _CuttableLink:
+    """A TCP relay on loopback to (host, port) that hangs up every connection, and refuses new ones,
+    once `cut_after` bytes have come down it (a network drop mid-read); `heal()` lets them through again."""
+
+    def __init__(self, host: str, port: int, cut_after: int):
+        import socket
+        import threading
+        self.target, self.cut_after, self.down, self.broken = (host, port), cut_after, 0, False
+        self.conns: list = []
+        self.lock = threading.Lock()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            if self.broken:
+                client.close()
+                continue
+            server = socket.create_connection(self.target)
+            self.conns += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, a, b, down: bool) -> None:
+        import socket
+        try:
+            while data := a.recv(65536):
+                if down:
+                    with self.lock:
+                        self.down += len(data)
+                        if not self.broken and self.down > self.cut_after:
+                            self.broken = True
+                            for c in self.conns:
+                                with contextlib.suppress(OSError):
+                                    c.shutdown(socket.SHUT_RDWR)
+                            return
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for c in (a, b):
+                with contextlib.suppress(OSError):
+                    c.close()
+
+    def heal(self) -> None:
+        self.broken, self.cut_after = False, float("inf")
+
+
+def test_a_network_drop_mid_read_stops_the_run_in_one_line_and_a_re_run_resumes(tmp_path, s3, monkeypatch):
+    """A connection lost while a unit reads an object raised botocore's exception out of the run (a
+    traceback, from the worker), and under `on_bad_record: skip` a failure there would drop the unit's
+    documents from a dataset the re-run called complete. Now: one line naming the URL and the fix, the
+    run stopped (skip is the default here) with its finished units kept, and a re-run resumes."""
+    from pipeline.errors import InputUnreachable
+    fs, options = s3
+    texts = [t for t in demo_texts() if t]
+    body = "".join(json.dumps({"text": t}) + "\n" for t in texts)
+    fs.pipe("prep-test/drop/d.jsonl", body.encode())
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)  # s3fs's own, with their back-off: seconds (one worker: in-process)
+    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
+    link = _CuttableLink(host, int(port), cut_after=len(body) // 2)
+    through = {**options, "endpoint_url": f"http://127.0.0.1:{link.port}",
+               "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+    r = recipe([{"path": "s3://prep-test/drop/d.jsonl", "storage_options": through}], str(tmp_path / "out"))
+    with pytest.raises(InputUnreachable, match=r"^s3://prep-test/drop/d\.jsonl: reading it failed( at byte [\d,]+)? "
+                                               r"\(\w+: .*\); check the network, the endpoint and source.storage_options, "
+                                               r"then re-run to resume \(finished units are kept\)$"):
+        tokenize(r, show_progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    link.heal()
+    resumed = tokenize(r, show_progress=False)
+    assert sum(s.num_docs for s in resumed.manifest.splits.values()) == len(texts) and not resumed.manifest.failed_units
+    link.sock.close()

@@ -31,8 +31,8 @@ def test_reader_closes_the_raw_file_of_a_compressed_input(tmp_path, monkeypatch,
     opened = []
     real_open_raw = base.open_raw
 
-    def spy(p, storage_options=None):
-        f = real_open_raw(p, storage_options)
+    def spy(p, storage_options=None, ahead_to=None):
+        f = real_open_raw(p, storage_options, ahead_to)
         opened.append(f)
         return f
     monkeypatch.setattr(base, "open_raw", spy)

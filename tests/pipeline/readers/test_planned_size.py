@@ -100,7 +100,7 @@ def test_a_read_error_while_planning_is_not_taken_for_damage(tmp_path, monkeypat
     path.write_bytes(blob)
     real_open = base.open_raw
     for error in (OSError(errno.EIO, "Input/output error"), TimeoutError("read timed out")):
-        monkeypatch.setattr(base, "open_raw", lambda p, so=None, e=error: _FailingRead(p, len(blob) // 2, e))
+        monkeypatch.setattr(base, "open_raw", lambda p, so=None, ahead_to=None, e=error: _FailingRead(p, len(blob) // 2, e))
         with base.planning():
             base.planned_decompressed_size(str(path), len(blob))
             assert str(path) not in base.planning_damage(), error
