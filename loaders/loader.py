@@ -38,7 +38,7 @@ from .shards import TokenShards
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
 
 STATE_VERSION = 1
-_PREFETCH_FACTOR = 2  # batches each worker makes ahead (torch's default)
+_PREFETCH_FACTOR = 2  # batches each worker makes ahead (torch's default with workers; its None means this)
 _PREFETCH_DEPTH = 2  # batches copied ahead to a CUDA device
 _WORKER_ERROR = "_prep_error"  # the key of a "batch" that carries a worker's PrepError instead
 PathLike = str | os.PathLike
@@ -144,27 +144,33 @@ def _check_config_names(config: dict) -> None:
         raise PrepError(f"MemmapLoader needs {' and '.join(missing)}")
 
 
-def _check_worker_options(num_workers: int, prefetch_factor, persistent_workers, multiprocessing_context) -> None:
-    """DataLoader options of worker processes: with num_workers=0 a value other than the default did
-    nothing, silently (torch's DataLoader refuses prefetch_factor and persistent_workers there too),
-    as loaders.options refuses a mode's option in another mode."""
-    if not isinstance(persistent_workers, (bool, np.bool_)):  # a non-empty string was truthy
+def _check_worker_options(num_workers: int, prefetch_factor, persistent_workers, multiprocessing_context) -> int:
+    """DataLoader options of worker processes, as loaders.options refuses a mode's option in another mode:
+    with num_workers=0 a value other than the default did nothing, silently (torch's DataLoader raises
+    ValueError there for each of the three, even for prefetch_factor=2). The defaults are taken in
+    torch's spelling too: prefetch_factor=None (torch 2.x's default, its only value without workers) and
+    persistent_workers 0/1 (ints from argparse or YAML). Returns the prefetch_factor for the DataLoader."""
+    if not (isinstance(persistent_workers, (bool, np.bool_)) or (is_int(persistent_workers)
+                                                                 and persistent_workers in (0, 1))):
         raise PrepError(f"persistent_workers must be True or False, got {persistent_workers!r}")
     if num_workers > 0:  # torch asserted on the first batch, then warned from the iterator's __del__
-        _check_count("prefetch_factor", prefetch_factor, 1)
         methods = multiprocessing.get_all_start_methods()
         if isinstance(multiprocessing_context, str) and multiprocessing_context not in methods:
             # torch's ValueError came from the first iter(), as a traceback
             raise PrepError(f"multiprocessing_context={multiprocessing_context!r} is not a start method here; use one "
                             f"of {', '.join(map(repr, methods))} (or None: the platform's default)")
-        return
-    for option, value, default in (("prefetch_factor", prefetch_factor, _PREFETCH_FACTOR),
-                                   ("persistent_workers", persistent_workers, False),
-                                   ("multiprocessing_context", multiprocessing_context, None)):
-        if value != default:
+        if prefetch_factor is None:  # torch's default: 2 batches per worker
+            return _PREFETCH_FACTOR
+        return _check_count("prefetch_factor", prefetch_factor, 1)
+    for option, value, defaults in (("prefetch_factor", prefetch_factor, (_PREFETCH_FACTOR, None)),
+                                    ("persistent_workers", persistent_workers, (False,)),
+                                    ("multiprocessing_context", multiprocessing_context, (None,))):
+        if value not in defaults:  # `in` compares with == too: persistent_workers=0 is False
+            shown = " or ".join(map(repr, defaults))
             raise PrepError(f"{option}={value!r} has no effect with num_workers=0: it applies to worker processes "
-                            f"(num_workers > 0) only; leave {option} out (or at its default {default!r}), or "
+                            f"(num_workers > 0) only; leave {option} out (or at its default {shown}), or "
                             "set num_workers")
+    return _PREFETCH_FACTOR
 
 
 def _check_count(name: str, value, least: int) -> int:
@@ -189,7 +195,7 @@ class MemmapLoader:
 
     def __init__(self, data: PathLike | Sequence[tuple[PathLike, float]], *, epoch: int = 0,
                  rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
-                 prefetch_factor: int = _PREFETCH_FACTOR, persistent_workers: bool = False,
+                 prefetch_factor: int | None = _PREFETCH_FACTOR, persistent_workers: bool = False,
                  multiprocessing_context: str | None = None, device: str | torch.device = "cpu",
                  pin_memory: bool | None = None, prefetch_depth: int = _PREFETCH_DEPTH, expect_tokenizer: str | None = None,
                  verify: bool = False, cache_dir: PathLike | bool | None = None, **config):
@@ -229,10 +235,11 @@ class MemmapLoader:
         self.plan = EpochPlan([Source(s, self.config, cache) for s in shards], [w for _, w in specs],
                               self.config, self.world_size, cache)
         self.num_workers = _check_count("num_workers", num_workers, 0)  # 1.5 was taken as 1, "2" a ValueError
-        _check_worker_options(self.num_workers, prefetch_factor, persistent_workers, multiprocessing_context)
+        prefetch_factor = _check_worker_options(self.num_workers, prefetch_factor, persistent_workers,
+                                                multiprocessing_context)
         self._dl_kwargs = {"num_workers": self.num_workers, "persistent_workers": bool(persistent_workers),
                            "multiprocessing_context": multiprocessing_context}
-        if self.num_workers > 0:
+        if self.num_workers > 0:  # torch raises ValueError for any prefetch_factor but None without workers
             self._dl_kwargs["prefetch_factor"] = prefetch_factor
         prefetch_depth = _check_count("prefetch_depth", prefetch_depth, 0)  # 0 and -1 were taken as 1
         if prefetch_depth != _PREFETCH_DEPTH and self.device.type != "cuda":

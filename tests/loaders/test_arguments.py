@@ -159,22 +159,38 @@ def test_bench_gives_a_mode_only_the_options_that_act_in_it(dataset):
     ({"multiprocessing_context": "spawn"}, "multiprocessing_context='spawn'"),
 ])
 def test_worker_options_without_workers_are_refused_by_name(dataset, kw, shown):
-    # were taken and silently ignored with num_workers=0 (torch's DataLoader refuses the first two there)
+    # were taken and silently ignored with num_workers=0 (torch's DataLoader raises ValueError for each there)
     option = next(iter(kw))
     with pytest.raises(PrepError, match=rf"^{re.escape(shown)} has no effect with num_workers=0: it applies to worker "
                                         rf"processes \(num_workers > 0\) only; leave {option} out"):
         MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, num_workers=0, **kw)
 
 
-def test_worker_option_defaults_passed_explicitly_are_taken_without_workers(dataset):
-    shared = {"prefetch_factor": 2, "persistent_workers": False, "multiprocessing_context": None}
+@pytest.mark.parametrize("shared", [
+    {"prefetch_factor": 2, "persistent_workers": False, "multiprocessing_context": None},
+    # torch 2.x's DataLoader defaults: prefetch_factor=None is the only value it takes with num_workers=0;
+    # persistent_workers=0 as argparse/YAML give it. Both were refused.
+    {"prefetch_factor": None, "persistent_workers": 0},
+])
+def test_worker_option_defaults_passed_explicitly_are_taken_without_workers(dataset, shared):
     loader = MemmapLoader(dataset, batch_size=2, seq_len=16, cache_dir=False, num_workers=0, **shared)
     assert len(collect(loader, limit=2)) == 2
+
+
+def test_torch_style_worker_options_are_taken_with_workers(dataset):
+    # prefetch_factor=None is torch's "default" (2 with workers), persistent_workers=1 an int from a config
+    # file; both were refused. The reference runs with the options left out.
+    args = {"batch_size": 2, "seq_len": 16, "cache_dir": False, "num_workers": 1}
+    loader = MemmapLoader(dataset, prefetch_factor=None, persistent_workers=1, **args)
+    assert loader._dl_kwargs["prefetch_factor"] == 2 and loader._dl_kwargs["persistent_workers"] is True
+    got, ref = collect(loader, limit=3), collect(MemmapLoader(dataset, **args), limit=3)
+    assert len(got) == 3 and all((a["input_ids"] == b["input_ids"]).all() for a, b in zip(got, ref))
 
 
 @pytest.mark.parametrize("kw, match", [
     ({"num_workers": 1.5}, "num_workers must be an integer >= 0, got 1.5"),  # was taken as 1 worker
     ({"num_workers": 2, "persistent_workers": "no"}, "persistent_workers must be True or False, got 'no'"),  # truthy
+    ({"num_workers": 2, "persistent_workers": 2}, "persistent_workers must be True or False, got 2"),  # 0/1 only
     ({"num_workers": 2, "multiprocessing_context": "spwan"}, r"multiprocessing_context='spwan' is not a start method"),
     ({"prefetch_depth": -1}, "prefetch_depth must be an integer >= 0, got -1"),  # was taken as 1
 ])
