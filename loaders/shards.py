@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.dataset_path import FILE, FOLDER, MANIFEST, UNFINISHED, not_a_dataset
+from pipeline.dataset_path import FILE, FOLDER, MANIFEST, UNFINISHED, not_a_dataset, unfinished_message
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, idx_bytes, read_idx, read_idx_header, read_manifest, shard_paths
 
@@ -84,9 +84,7 @@ def _check_root(root: Path) -> None:
     if case.kind == FOLDER:
         raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {ds}: pass {ds}{split}")
     if case.kind == UNFINISHED:
-        raise PrepError(f"{root}: no {MANIFEST_NAME} yet: a `prep tokenize` run is writing this dataset or stopped "
-                        f"before finishing it ({root / '.prep'} holds its state); wait for it to end, or re-run "
-                        "the same command to finish it")
+        raise PrepError(unfinished_message(root, "build the loader again"))
     what = "a file, not a directory" if case.kind == FILE else "no such directory"
     raise PrepError(f"{root}: {what}; pass the directory `prep tokenize` wrote (the one holding {MANIFEST_NAME})")
 

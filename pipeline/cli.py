@@ -236,14 +236,12 @@ def _refuse_unfinished(directory: Path, command: str) -> None:
     """A `prep tokenize` output without its manifest yet (written last) but with the run's state: say
     that a run is writing it or stopped, and how to finish it. inspect said "the dataset is missing or
     incomplete (finish it with `prep tokenize`)", bench-loader "point bench-loader at a `prep tokenize`
-    output", though it is one (the loader words it so too: loaders/shards.py)."""
-    from pipeline.dataset_path import UNFINISHED, not_a_dataset
+    output", though it is one (the sentence is pipeline.dataset_path's, shared with the loader)."""
+    from pipeline.dataset_path import UNFINISHED, not_a_dataset, unfinished_message
 
     case = not_a_dataset(directory)
     if case is not None and case.kind == UNFINISHED:
-        raise PrepError(f"{directory}: no manifest.json yet: a `prep tokenize` run is writing this dataset or "
-                        f"stopped before finishing it ({directory / '.prep'} holds its state); wait for it to end, "
-                        f"or re-run the same `prep tokenize` command to finish it, then run `prep {command}` again")
+        raise PrepError(unfinished_message(directory, f"run `prep {command}` again"))
 
 
 def _known_split(directory: Path, m, split: str) -> None:

@@ -4,7 +4,9 @@ Users hand `prep verify` / `inspect` / `bench-loader` and `MemmapLoader` the man
 split folder (DIR/train: Megatron-style prefixes point into one), a shard file, the output of a
 `prep tokenize` run before its manifest is written (last), or a path that does not exist. The cases
 are told apart once, here; each caller words the fix in its own terms (the loader names `split=`, the
-CLI names its command), since one sentence cannot fit both. No torch here: `pipeline` stays torch-free.
+CLI names its command), since one sentence cannot fit both. A run not finished yet is the exception:
+its sentence is built here (unfinished_message), and the caller supplies only its last step. No torch
+here: `pipeline` stays torch-free.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 from pipeline.manifest import MANIFEST_NAME
 
-__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "NotADataset", "not_a_dataset"]
+__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "NotADataset", "not_a_dataset",
+           "unfinished_message"]
 
 MANIFEST = "manifest"  # DIR/manifest.json itself
 FILE = "file"  # any other file: a shard (DIR/train/x.bin), a file beside the manifest, or one elsewhere
@@ -68,3 +71,12 @@ def not_a_dataset(root: str | Path) -> NotADataset | None:
     if (root / ".prep").is_dir():  # prep tokenize's run state: the manifest is written last
         return NotADataset(UNFINISHED, root)
     return None
+
+
+def unfinished_message(root: str | Path, then: str) -> str:
+    """The UNFINISHED case in one sentence, shared by the CLI and the loader (each spelled it out, nearly
+    the same); `then` is the caller's last step: "run `prep inspect` again", "build the loader again"."""
+    root = Path(root)
+    return (f"{root}: no {MANIFEST_NAME} yet: a `prep tokenize` run is writing this dataset or stopped before "
+            f"finishing it ({root / '.prep'} holds its state); wait for it to end, or re-run the same "
+            f"`prep tokenize` command to finish it, then {then}")

@@ -216,9 +216,12 @@ def test_a_directory_without_a_manifest_says_which_case_it_is(fresh, tmp_path):
         MemmapLoader(fresh / "train", batch_size=1, seq_len=4)
     writing = tmp_path / "writing"
     (writing / ".prep").mkdir(parents=True)
-    with pytest.raises(PrepError, match="no manifest.json yet: a `prep tokenize` run is writing this dataset or "
-                                        "stopped before finishing it"):
+    with pytest.raises(PrepError) as e:
         MemmapLoader(writing, batch_size=1, seq_len=4)
+    # the CLI's sentence (pipeline.dataset_path), with the loader's own last step
+    assert str(e.value) == (f"{writing}: no manifest.json yet: a `prep tokenize` run is writing this dataset or "
+                            f"stopped before finishing it ({writing / '.prep'} holds its state); wait for it to end, "
+                            "or re-run the same `prep tokenize` command to finish it, then build the loader again")
     with pytest.raises(PrepError, match="nowhere: no such directory; pass the directory `prep tokenize` wrote"):
         MemmapLoader(tmp_path / "nowhere", batch_size=1, seq_len=4)
 
