@@ -17,15 +17,19 @@ from pipeline.recipe import Recipe
 from pipeline.tokenizers import load_tokenizer
 
 
-def _old_plan(recipe_path, out, **stopped) -> dict:
-    """plan.json as prep a51c40d wrote it for this recipe's plan now; with `stopped_on`, as after a stop."""
+def _old_plan(recipe_path, out, *, whole_files: bool = False, **stopped) -> dict:
+    """plan.json as prep a51c40d wrote it for this recipe's plan now; with `stopped_on`, as after a stop.
+    `whole_files`: a text source split on a self-overlapping separator ("\n\n"), which that prep planned
+    as one unit (path, 0, -1) per file (its readers/text.py plan)."""
     recipe = Recipe.from_yaml(str(recipe_path), output_dir=str(out))
     inputs = {}
     units = plan_units(recipe, 1, inputs)
     content, sha = recipe.content_dict(), load_tokenizer(recipe.tokenizer).sha256
     entries = [(u.path, u.start, u.end, *u.paths, *[(m.path, m.start, m.end) for m in u.group]) for u in units]
+    if whole_files:
+        entries = [(path, 0, -1) for path in inputs]
     plan = {"fingerprint": hashlib.sha256(json.dumps([content, sha, entries], sort_keys=True).encode()).hexdigest(),
-            "units": len(units), "inputs": inputs}
+            "units": len(entries), "inputs": inputs}
     if stopped:
         plan.update(stopped, recipe_key=hashlib.sha256(json.dumps([content, sha], sort_keys=True).encode()).hexdigest(),
                     unit_keys=[hashlib.sha256(json.dumps(e).encode()).hexdigest()[:16] for e in entries])
@@ -79,4 +83,40 @@ def test_a_run_stopped_under_prep_a51c40d_resumes_once_its_file_is_replaced(tmp_
     r = run_prep(recipe, out)
     assert r.returncode == 0, r.stderr
     assert "3/4 units" in r.stdout  # a's unit 0 kept (b's is planned the same too, but was not done)
+    assert_complete(out, _fresh(tmp_path, recipe))
+
+
+def _paragraph_files(tmp_path):
+    """a.txt (~6 kB, one unit) and b.txt (~190 kB of paragraphs: cut into units of 64 KiB now)."""
+    texts = [json.loads(line)["text"] for line in _lines(300).splitlines()]
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.txt").write_text("\n\n".join(texts[:10]))
+    (d / "b.txt").write_text("\n\n\n".join(texts[10:]))  # runs of 3: a cut leaves one newline to the next
+    return d
+
+
+def test_a_run_killed_under_prep_a51c40d_on_paragraphs_read_whole_resumes(tmp_path):
+    """That prep planned a file split on "\n\n" as one unit; this one cuts it, so the old fingerprint
+    never matched this plan and the run was refused as "a different recipe or different input files".
+    The old plan is recognised; its units planned the same (a.txt's) are kept and the rest redone on
+    this plan: that prep's unit 1 was all of b.txt, this plan's is its first cut."""
+    d = _paragraph_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "*.txt",
+                          source={"path": str(d / "*.txt"), "format": "text", "doc_separator": "\n\n"})
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:2").returncode == -signal.SIGKILL
+    assert [e["unit"] for e in journal_lines(out)] == [0, 1]
+    old_plan = _old_plan(recipe, out, whole_files=True)
+    assert old_plan["units"] == 2 and len(plan_units(Recipe.from_yaml(str(recipe)), 1, {})) > 3
+    plan_json = out / ".prep" / "plan.json"
+    plan_json.write_text(json.dumps(old_plan))
+
+    killed = run_prep(recipe, out, fault="journal:1")  # resumed, then killed after one more unit
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [e["unit"] for e in journal_lines(out)] == [0, 1]  # a.txt's kept; unit 1 redone as b's first cut
+    assert "unit_keys" in json.loads(plan_json.read_text())  # in this prep's form now
+
+    r = run_prep(recipe, out)
+    assert r.returncode == 0, r.stderr
     assert_complete(out, _fresh(tmp_path, recipe))
