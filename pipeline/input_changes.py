@@ -128,7 +128,11 @@ def replanned(old: dict, now: dict, units: list[WorkUnit], done: dict[int, dict]
     unless the run stopped or failed on it (a damaged file replaced: its units before the damage read
     bytes the replacement shares). `content`: this run's whole recipe, for a plan.json written by an
     older prep (pipeline.legacy_plans)."""
-    if "recipe" not in old:  # begun by prep up to a51c40d, which kept no recipe, spans or (mostly) keys
+    # begun by prep up to a51c40d, which kept no recipe, spans or (mostly) keys; or such a plan taken by
+    # journal.start (rewritten in this form but for `spans`) and killed before `accept` recorded them:
+    # the files' old units are unknown, so that prep's rules judge it (an empty default would take
+    # every changed file as having no unit done)
+    if "recipe" not in old or "spans" not in old:
         from pipeline import legacy_plans
         return legacy_plans.kept(old, content, now["tokenizer"]["sha256"], units, now["inputs"])
     keys, was, inputs = old.get("unit_keys"), old.get("inputs") or {}, now["inputs"]

@@ -120,3 +120,25 @@ def test_a_run_killed_under_prep_a51c40d_on_paragraphs_read_whole_resumes(tmp_pa
     r = run_prep(recipe, out)
     assert r.returncode == 0, r.stderr
     assert_complete(out, _fresh(tmp_path, recipe))
+
+
+def test_a_kill_between_taking_an_old_plan_and_recording_its_spans_then_a_changed_file_is_refused(tmp_path):
+    """journal.start rewrites the old plan.json in this prep's form without `spans` (input_changes.accept
+    adds them next). Killed in between, then c.jsonl replaced by a file planned into two units: the
+    replan read old["spans"] and stopped with a KeyError traceback. Without spans the files' old units
+    are unknown, so it is judged as that prep judged it (legacy_plans): refused in one line."""
+    d = _three_files(tmp_path)
+    recipe = write_recipe(tmp_path, d / "*.jsonl")
+    out = tmp_path / "out"
+    assert run_prep(recipe, out, fault="journal:1").returncode == -signal.SIGKILL
+    plan_json = out / ".prep" / "plan.json"
+    plan_json.write_text(json.dumps(_old_plan(recipe, out)))
+    # plan.json renamed once by journal.start (this prep's form), killed before accept's rename
+    assert run_prep(recipe, out, fault="rename-plan.json:2").returncode == -signal.SIGKILL
+    plan = json.loads(plan_json.read_text())
+    assert "recipe" in plan and "spans" not in plan
+    (d / "c.jsonl").write_bytes(_lines(150, skip=300))  # ~95 kB: two units where it was one
+
+    r = run_prep(recipe, out)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "different recipe or different input files" in r.stderr
