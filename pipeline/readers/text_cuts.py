@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 
 from pipeline.readers.base import WorkUnit, compression_of, local_path
 from pipeline.source_formats import is_url
@@ -31,17 +30,20 @@ def repeats_one_byte(sep: bytes) -> bool:
 def piece_cuts(data, unit_bytes: int, sep: bytes) -> list[int]:
     """Piece starts of `data` (bytes-like; `sep` one byte repeated) about `unit_bytes` apart: after
     each target, the first run of at least len(sep) of the byte that starts after another byte, at
-    its end less its bytes past the last whole separator. A run that reaches the end gives no cut."""
-    n, size = len(sep), len(data)
-    run = re.compile(b"[^" + re.escape(sep[:1]) + b"]" + re.escape(sep[:1]) + b"{%d,}" % n)
+    its end less its bytes past the last whole separator (none that would fall at the end of `data`).
+
+    Runs are found with data.find(sep) and measured by `_run_end`, both in C: the regex
+    `[^\\n]\\n{2,}` scanned ~150 MB/s (108 MB of lines with no blank line, mmapped: 0.69-0.71 s in
+    the parent, on every run and resume), find() ~1.3 GB/s (0.08 s)."""
+    n, size, byte = len(sep), len(data), sep[0]
     cuts: list[int] = []
     target = unit_bytes
     while target < size:
-        m = run.search(data, target - 1)  # the run's first byte at or after the target
-        if m is None:
+        run = _first_run(data, target, sep, byte)
+        if run is None:
             break
-        length = m.end() - m.start() - 1
-        cut = m.end() - length % n
+        start, end = run
+        cut = end - (end - start) % n
         if cut >= size:
             break
         cuts.append(cut)
@@ -49,16 +51,47 @@ def piece_cuts(data, unit_bytes: int, sep: bytes) -> list[int]:
     return cuts
 
 
+def _first_run(data, target: int, sep: bytes, byte: int) -> tuple[int, int] | None:
+    """[start, end) of the first run of at least len(sep) of `byte` that starts at or after `target`
+    (>= 1) after another byte; None when there is none."""
+    pos = target
+    while (i := data.find(sep, pos)) >= 0:
+        end = _run_end(data, i + len(sep), sep[:1])
+        # the first `sep` at or after pos: a run reaching back before it began before `target` (on
+        # the first search; later ones start where a run ended, before a different byte)
+        if i > pos or data[i - 1] != byte:
+            return i, end
+        pos = end
+    return None
+
+
+def _run_end(data, at: int, one: bytes) -> int:
+    """Where the run of byte `one` going on at `at` ends: lstrip over slices doubling from 64 bytes
+    (a file of only newlines is read in C, not a byte at a time; at most 16 MiB copied at once)."""
+    step = 64
+    while at < len(data):
+        chunk = data[at:at + step]
+        rest = chunk.lstrip(one)
+        if rest:
+            return at + len(chunk) - len(rest)
+        at += len(chunk)
+        step = min(step * 2, 16 << 20)
+    return at
+
+
 def plan_file(source_index: int, fi: int, path: str, size: int, unit_bytes: int, sep: bytes) -> list[WorkUnit]:
     """A file's units: ranges between piece_cuts, or the whole file as one unit."""
     whole = [WorkUnit(0, source_index, fi, path, "text", 0, -1, size)]
     if size <= unit_bytes or not repeats_one_byte(sep) or compression_of(path) or is_url(path):
         return whole
-    with open(local_path(path), "rb") as f:
-        if os.fstat(f.fileno()).st_size != size:  # changed since it was listed: read whole, as before
-            return whole
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            cuts = piece_cuts(data, unit_bytes, sep)
+    try:
+        with open(local_path(path), "rb") as f:
+            if os.fstat(f.fileno()).st_size != size:  # changed since it was listed: read whole, as before
+                return whole
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                cuts = piece_cuts(data, unit_bytes, sep)
+    except (OSError, ValueError):  # gone, unreadable, not mappable (a FIFO): read whole, as before, so
+        return whole               # the unit's reader names the problem in one line (not a traceback)
     if not cuts:
         return whole
     bounds = [0, *cuts, size]
