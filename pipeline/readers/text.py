@@ -185,7 +185,9 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
     stream, raw = open_unit(unit, source.storage_options)  # a compressed file's range: its spooled window
     meter = ByteProgress(unit, stream, raw)
-    count = unit.start == 0  # line/piece numbers are known from the file start only
+    # line/piece numbers are known from the file start only: a later unit's rejects (a cut "\n\n" file's
+    # too) give byte positions; numbering them would count a file's pieces before each cut in the parent
+    count = unit.start == 0
 
     with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
