@@ -116,8 +116,9 @@ class BadRecords:
         self.notices.setdefault(kind, message)
 
     def reject(self, reason: str, position: int, raw, detail: str = "", line: int | None = None,
-               row: int | None = None, path: str | None = None) -> None:
-        """One bad record: `position` as in DocBatch; `line` (1-based) or `row` (0-based) when known."""
+               row: int | None = None, path: str | None = None, piece: int | None = None) -> None:
+        """One bad record: `position` as in DocBatch; `line` (1-based), `row` (0-based) or `piece` (1-based,
+        a text file's document split on a doc_separator other than "\n") when known."""
         if raw is None:  # a null value (Parquet, HF): JSON null, not the text "None" (a document's text?)
             preview = None
         elif isinstance(raw, (bytes, bytearray, memoryview)):
@@ -125,13 +126,16 @@ class BadRecords:
         else:
             preview = str(raw)[:REJECT_PREVIEW_CHARS]
         path = path or self.unit.path
-        at = f"line {line}" if line is not None else f"row {row}" if row is not None else f"byte {position}"
+        at = (f"piece {piece}" if piece is not None else f"line {line}" if line is not None else
+              f"row {row}" if row is not None else f"byte {position}")
         if self.policy == "error":
             shown = "the value is null" if preview is None else f"record starts {preview[:60]!r}"
             raise PrepError(f"{path} at {at}: {reason}{': ' + detail if detail else ''} ({shown}); fix the record, "
                             "or set on_bad_record: skip to count and list such records")
         self.counts[reason] = self.counts.get(reason, 0) + 1
         entry = {"source": path, "position": int(position), "reason": reason, "text": preview}
+        if piece is not None:  # "piece 5" is on some later line; `line` stays: scripts read it for the number
+            entry["piece"] = entry["line"] = piece
         if line is not None:
             entry["line"] = line
         if row is not None:

@@ -235,6 +235,8 @@ def _one_by_one(offsets: list[int], pieces: list, number: int | None, per_line: 
     """Each piece on its own: texts to `batcher`, bad ones to `bad` (numbered when `number`, the
     pieces before these, is known)."""
     limit = source.max_record_bytes if source.max_record_bytes is not None else float("inf")
+    # a "\n\n" file's 5th paragraph was reported "at line 5", though on line 9: it is piece 5 (BadRecords.reject)
+    counted = "line" if per_line else "piece"
     for k, (offset, piece) in enumerate(zip(offsets, pieces), 1):
         at = number + k if number is not None else None
         if per_line and piece[-1:] == b"\r":  # piece: bytes or a memoryview (iter_line_groups)
@@ -243,11 +245,11 @@ def _one_by_one(offsets: list[int], pieces: list, number: int | None, per_line: 
             continue
         if len(piece) > limit:
             bad.reject("record_too_large", offset, piece, f"longer than max_record_bytes {source.max_record_bytes}",
-                       line=at)
+                       **{counted: at})
             continue
         text = decode_utf8(piece, source.encoding_errors)
         if text is None:
-            bad.reject("invalid_utf8", offset, piece, "not UTF-8", line=at)
+            bad.reject("invalid_utf8", offset, piece, "not UTF-8", **{counted: at})
             continue
         batcher.add(text, offset)
 

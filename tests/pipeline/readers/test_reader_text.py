@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from pipeline.errors import PrepError
 from pipeline.readers import text as text_reader
 from pipeline.recipe import SourceConfig
 from tests.conftest import read_spooled, reads_as_text
@@ -303,3 +305,24 @@ def test_ranges_of_a_compressed_file_read_as_the_plain_files_ranges(tmp_path_fac
             assert unit == wunit
     else:  # zstd's 0 / a size below the compressed one is not believed: planned from 4x the compressed size
         assert not data or len(data) < packed.stat().st_size
+
+
+def test_a_separator_split_reject_names_its_piece_and_keeps_the_line_key(tmp_path):
+    """A "\\n\\n" or "<|endoftext|>" file's bad 5th piece was "at line 5" (it is on line 9): the message says
+    "piece 5"; rejects.jsonl keeps its `line` key (users' scripts read it) and adds `piece`. Lines stay lines."""
+    for sep in ("\n\n", "<|endoftext|>"):
+        path = tmp_path / "p.txt"
+        path.write_bytes(sep.join(["a\nb", "c\nd", "e", "f", "bad \xff", "g"]).encode("latin-1"))
+        source = SourceConfig(path=str(path), doc_separator=sep)
+        _, texts, _, bad = read_all(source, [str(path)])
+        assert texts == ["a\nb", "c\nd", "e", "f", "g"]
+        assert [(r["reason"], r["line"], r["piece"]) for r in bad] == [("invalid_utf8", 5, 5)]
+        with pytest.raises(PrepError, match=r"p\.txt at piece 5: invalid_utf8"):
+            readerkit.read_all(text_reader, source, [str(path)], policy="error")
+    path = tmp_path / "l.txt"
+    path.write_bytes(b"a\nb\n\xff\n")
+    source = SourceConfig(path=str(path), doc_separator="\n")
+    bad = read_all(source, [str(path)])[3]
+    assert [(r["line"], "piece" in r) for r in bad] == [(3, False)]
+    with pytest.raises(PrepError, match=r"l\.txt at line 3: invalid_utf8"):
+        readerkit.read_all(text_reader, source, [str(path)], policy="error")
