@@ -21,7 +21,6 @@ import os
 import warnings
 from collections.abc import Iterator, Sequence
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -31,7 +30,7 @@ from pipeline.errors import PrepError
 from .cache import ArrayCache
 from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
-from .plan import EpochPlan, LoaderConfig, Source, is_int
+from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
 from .shards import TokenShards
 
@@ -150,8 +149,7 @@ def _check_worker_options(num_workers: int, prefetch_factor, persistent_workers,
     ValueError there for each of the three, even for prefetch_factor=2). The defaults are taken in
     torch's spelling too: prefetch_factor=None (torch 2.x's default, its only value without workers) and
     persistent_workers 0/1 (ints from argparse or YAML). Returns the prefetch_factor for the DataLoader."""
-    if not (isinstance(persistent_workers, (bool, np.bool_)) or (is_int(persistent_workers)
-                                                                 and persistent_workers in (0, 1))):
+    if not is_flag(persistent_workers):  # LoaderConfig's booleans take the same
         raise PrepError(f"persistent_workers must be True or False, got {persistent_workers!r}")
     if num_workers > 0:  # torch asserted on the first batch, then warned from the iterator's __del__
         methods = multiprocessing.get_all_start_methods()

@@ -41,7 +41,7 @@ from .samplers import (
 )
 from .shards import TokenShards
 
-__all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES", "is_int"]
+__all__ = ["LoaderConfig", "Source", "EpochPlan", "MODES", "is_flag", "is_int"]
 
 MODES = ("windows", "packed", "grouped")
 # grouped rows are the documents of 2+ tokens (Source.grouped_docs); they were every document, so a
@@ -55,6 +55,12 @@ _BOOL_FIELDS = ("doc_aligned", "attention_mask", "shuffle", "drop_last")
 def is_int(v) -> bool:
     """An integer (numpy's too), not a bool: True passed as 1 for counts, seeds and state fields."""
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def is_flag(v) -> bool:
+    """True/False (numpy's too) or the ints 0/1 that YAML (`shuffle: 0`) and argparse (type=int) give;
+    not 2, 1.0 or a string (a non-empty one was truthy). MemmapLoader's persistent_workers takes the same."""
+    return isinstance(v, (bool, np.bool_)) or (is_int(v) and v in (0, 1))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +146,7 @@ class LoaderConfig:
                 raise PrepError(f"{name} must be an integer{none}, got {v!r}")
             object.__setattr__(self, name, int(v))
         for name in _BOOL_FIELDS:
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
+            if not is_flag(getattr(self, name)):  # 0/1 were refused here, though persistent_workers took them
                 raise PrepError(f"{name} must be True or False, got {getattr(self, name)!r}")
             object.__setattr__(self, name, bool(getattr(self, name)))
         for name in ("split", "mode", "packing", "long_docs"):

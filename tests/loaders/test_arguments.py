@@ -33,6 +33,18 @@ def test_config_field_types_are_named(kw, match):
         LoaderConfig(**{"batch_size": 2, "seq_len": 16, **kw})
 
 
+def test_bool_options_take_0_and_1_as_yaml_and_argparse_give_them():
+    # were refused ("shuffle must be True or False, got 0") while MemmapLoader's persistent_workers takes 0/1
+    cfg = LoaderConfig(batch_size=2, seq_len=16, shuffle=0, drop_last=1, doc_aligned=np.int64(1))
+    assert (cfg.shuffle, cfg.drop_last, cfg.doc_aligned) == (False, True, True)
+    assert type(cfg.shuffle) is bool and type(cfg.doc_aligned) is bool
+    assert LoaderConfig(batch_size=2, seq_len=16, mode="packed", attention_mask=1).attention_mask is True
+    assert LoaderConfig(batch_size=2, seq_len=16, mode="grouped", attention_mask=0).attention_mask is False  # default
+    for bad in (2, -1, 1.0, "1"):
+        with pytest.raises(PrepError, match=rf"^drop_last must be True or False, got {re.escape(repr(bad))}$"):
+            LoaderConfig(batch_size=2, seq_len=16, drop_last=bad)
+
+
 def test_numpy_integers_are_taken_as_ints():
     cfg = LoaderConfig(batch_size=np.int64(2), seq_len=np.int32(16), seed=np.uint8(3), shuffle=np.bool_(True))
     assert (cfg.batch_size, cfg.seq_len, cfg.seed, cfg.shuffle) == (2, 16, 3, True)
