@@ -53,6 +53,7 @@ __all__ = ["plan", "input_bytes", "iter_batches", "iter_pieces", "seek_piece_sta
            "whole_file_fix"]
 
 READ_BLOCK = 4 << 20
+HEAD_READ = 1 << 16  # a whole file's first read: most files of a directory of documents are smaller
 
 
 def whole_file_fix(where: str = "source") -> str:
@@ -255,24 +256,34 @@ def _one_by_one(offsets: list[int], pieces: list, number: int | None, per_line: 
 
 
 def _read_local(path: str, limit: int | None) -> tuple[bytes, int]:
-    """(all of a local file, or its first limit + 1 bytes when longer; its size). os.open/os.read,
+    """(all of a local file, or when it is over `limit` only its start; its size). os.open/os.read,
     no stat() or buffered file object: 30,000 files of 600 bytes in 0.15 s instead of 0.32 s (a
-    directory of small files is open()-bound: 100,000 took 2.1 s of a worker's time to read)."""
+    directory of small files is open()-bound: 100,000 took 2.1 s of a worker's time to read). A file
+    that fills the first read gets an fstat: one over `limit` is rejected unread past that read (its
+    preview), where reading limit + 1 bytes (64 MiB) took a 70 MB file's reject to a peak RSS of
+    221 MB against 118 MB for a small file's."""
     try:
         fd = os.open(local_path(path), os.O_RDONLY)
     except OSError as e:
         raise unreadable(path, e) from None
     try:
-        data = _read_capped(lambda n: os.read(fd, n), limit, first=1 << 16)
-        return data, os.fstat(fd).st_size if limit is not None and len(data) > limit else len(data)
+        want = HEAD_READ if limit is None else min(HEAD_READ, limit + 1)
+        head = os.read(fd, want)
+        size = 0
+        if limit is not None and len(head) == want:
+            size = os.fstat(fd).st_size  # 0 for a /proc file or a pipe: read to learn it, as before
+            if size > limit:
+                return head, size
+        data = _read_capped(lambda n: os.read(fd, n), limit, head=head) if head else head
+        return data, max(size, len(data))  # a file grown since its fstat is still over the limit when read
     finally:
         os.close(fd)
 
 
-def _read_capped(read, limit: int | None, first: int = READ_BLOCK) -> bytes:
-    """All that `read(n)` gives, or its first limit + 1 bytes when longer (the caller rejects it);
-    the first read asks for `first` bytes (a small file: one read, then the one that says EOF)."""
-    blocks, n = [], 0
+def _read_capped(read, limit: int | None, first: int = READ_BLOCK, head: bytes = b"") -> bytes:
+    """`head` then all that `read(n)` gives, or their first limit + 1 bytes when longer (the caller
+    rejects it); the first read asks for `first` bytes (a small file: one read, then the one that says EOF)."""
+    blocks, n = ([head], len(head)) if head else ([], 0)
     while limit is None or n <= limit:
         want = (READ_BLOCK if n else first) if limit is None else min(READ_BLOCK if n else first, limit + 1 - n)
         block = read(want)
@@ -293,7 +304,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
         if not compression_of(path) and not is_url(path):
             data, size = _read_local(path, limit)
             done += size
-            if limit is not None and len(data) > limit:
+            if limit is not None and size > limit:
                 bad.reject("record_too_large", number, data[:4 * REJECT_PREVIEW_CHARS],
                            f"{size} bytes > max_record_bytes {limit}; {whole_file_fix()}", path=path)
                 continue

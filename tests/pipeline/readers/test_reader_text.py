@@ -326,3 +326,27 @@ def test_a_separator_split_reject_names_its_piece_and_keeps_the_line_key(tmp_pat
     assert [(r["line"], "piece" in r) for r in bad] == [(3, False)]
     with pytest.raises(PrepError, match=r"l\.txt at line 3: invalid_utf8"):
         readerkit.read_all(text_reader, source, [str(path)], policy="error")
+
+
+def test_a_local_file_over_max_record_bytes_is_rejected_by_its_size_unread(tmp_path, monkeypatch):
+    """A plain local file read whole and over max_record_bytes was read up to max_record_bytes + 1 bytes
+    before its reject (64 MiB: a 70 MB file peaked at 221 MB RSS); its size says so without reading past
+    its first 64 KiB, which gives the reject's preview. A file under the limit is still read whole."""
+    import os
+    import types
+    limit = 1 << 20
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_bytes(b"The start. " + b"x" * (2 * limit))
+    small.write_bytes(b"y" * (limit - 5))
+    read = []
+    fake_os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
+    fake_os.read = lambda fd, n: read.append(len(data := os.read(fd, n))) or data
+    monkeypatch.setattr(text_reader, "os", fake_os)
+    source = SourceConfig(path=str(tmp_path / "*.txt"), format="text", max_record_bytes=limit)
+    _, texts, positions, bad = read_all(source, [str(big)])
+    assert texts == [] and sum(read) <= 1 << 16
+    assert [(r["reason"], r["position"], r["text"][:10]) for r in bad] == [("record_too_large", 0, "The start.")]
+    assert bad[0]["detail"].startswith(f"{2 * limit + 11} bytes > max_record_bytes {limit}; ")
+    read.clear()
+    _, texts, positions, bad = read_all(source, [str(small)])
+    assert texts == ["y" * (limit - 5)] and bad == [] and sum(read) == limit - 5
