@@ -30,7 +30,8 @@ windows in front of the units that consumed them (a window is deleted once its u
 journaled), so the spool holds at most that many windows of up to unit_bytes (+ one line) per file. A damaged stream ends its
 file's spooling: the unit it was in, and every later unit of that file, fail with the error that
 a whole-file unit would have raised (under on_bad_record: skip the earlier units keep their
-documents: every byte that decodes before the damage reaches their windows, readers.salvage). A resumed run decompresses from the start again but writes windows for unfinished
+documents: every byte that decodes before the damage reaches their windows, readers.salvage). A URL's network drop is no damage: its units get the InputUnreachable itself, which stops
+the run under skip too (readers.url_reads). A resumed run decompresses from the start again but writes windows for unfinished
 units only.
 """
 
@@ -43,7 +44,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pipeline.errors import PrepError
+from pipeline.errors import STOPS_THE_RUN, PrepError
 from pipeline.readers.base import WorkUnit, decode_errors, open_input
 from pipeline.readers.salvage import salvaging_reader
 
@@ -57,6 +58,9 @@ SPOOL_THREADS_PER_WORKERS = 8  # files spooled at once: one per this many worker
 # 16 cores one spooling thread kept 16 workers on one 460 MB .zst at 2.05-2.25 s, against 1.52-1.59 s
 # for the plain file: a single file is spool-bound there; several files spool in parallel
 
+
+# a spooling error's kind, by the name its .error file's first line gives (wait_window); others are PrepError
+_STOPPING_KINDS = {kind.__name__: kind for kind in STOPS_THE_RUN}
 
 HEADER = 8  # a window file starts with its first byte's offset in the stream (uint64, little-endian)
 
@@ -96,7 +100,8 @@ def open_window(unit: WorkUnit) -> WindowFile:
 
 def wait_window(unit: WorkUnit) -> str:
     """The path of the unit's window once the parent has written it (the worker waits: units are
-    submitted ahead of the spooling); a spooling error becomes this unit's PrepError. The window
+    submitted ahead of the spooling); a spooling error becomes this unit's PrepError, of its kind when it
+    stops the run (a URL's network drop: InputUnreachable; a misnamed compression: SchemaError). The window
     stays until the unit's result is journaled."""
     path, delay = unit.spool, 0.001
     if not path:
@@ -106,9 +111,11 @@ def wait_window(unit: WorkUnit) -> str:
             return path
         try:
             with open(path + ".error", encoding="utf-8") as f:
-                raise PrepError(f.read())
+                kind, _, message = f.read().partition("\n")
         except FileNotFoundError:
             pass
+        else:
+            raise _STOPPING_KINDS.get(kind, PrepError)(message)
         time.sleep(delay)
         delay = min(2 * delay, 0.02)
 
@@ -195,9 +202,12 @@ class Spooler:
             return
         except BaseException as e:  # every later window of this file reports it; nothing else reads it
             message = str(e) if isinstance(e, PrepError) else f"{units[0].path}: {type(e).__name__}: {e}"
+            # its kind too: a URL's network drop (InputUnreachable) must stop the run under `skip` as it does
+            # in a worker; as a plain PrepError its units failed and the run finished without their documents
+            kind = type(e).__name__ if isinstance(e, STOPS_THE_RUN) else ""
             for u in units:
                 if u.index in self._todo and u.index not in written:
-                    _write_atomic(self.window(u) + ".error", message.encode())
+                    _write_atomic(self.window(u) + ".error", f"{kind}\n{message}".encode())
 
     def _acquire(self, key) -> None:
         while not self._slots[key].acquire(timeout=0.1):

@@ -586,3 +586,45 @@ def test_a_network_drop_mid_read_stops_the_run_in_one_line_and_a_re_run_resumes(
     resumed = tokenize(r, show_progress=False)
     assert sum(s.num_docs for s in resumed.manifest.splits.values()) == len(texts) and not resumed.manifest.failed_units
     link.sock.close()
+
+
+@pytest.mark.parametrize("suffix", ["gz", "zst"])
+def test_a_network_drop_while_the_parent_spools_a_compressed_url_stops_the_run(tmp_path, s3, monkeypatch, suffix):
+    """A split .gz/.zst URL is decompressed by the parent into windows (pipeline.spool); a drop there
+    reached the workers as a plain error message, so under `on_bad_record: skip` (the default here) its
+    units failed and the run finished without their documents. Now the run stops with the URL and the
+    fix in one line, and a re-run resumes to the dataset a local copy gives, byte for byte."""
+    import gzip
+    import random
+
+    import zstandard
+
+    from pipeline.errors import InputUnreachable
+    from pipeline.readers import base, url_reads
+    fs, options = s3
+    rng = random.Random(5)  # hex words: ~2x compression, so the plan's sample is a small part of the file
+    texts = [" ".join(f"{rng.getrandbits(32):08x}" for _ in range(rng.randint(5, 60))) for _ in range(12000)]
+    body = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+    packed = gzip.compress(body) if suffix == "gz" else zstandard.ZstdCompressor().compress(body)
+    fs.pipe(f"prep-test/drop/d.jsonl.{suffix}", packed)
+    (tmp_path / f"d.jsonl.{suffix}").write_bytes(packed)
+    monkeypatch.setattr(base, "SAMPLE_BYTES", 1 << 16)  # the plan fetches 64 KiB of the 2 MB file
+    monkeypatch.setattr(url_reads, "REQUEST_BYTES", 1 << 16)  # the decompressors ask for 512 KiB (gzip) a read
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
+    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
+    link = _CuttableLink(host, int(port), cut_after=len(packed) * 3 // 4)  # past the first units' windows
+    through = {**options, "endpoint_url": f"http://127.0.0.1:{link.port}",
+               "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+    url = f"s3://prep-test/drop/d.jsonl.{suffix}"
+    r = recipe([{"path": url, "storage_options": through}], str(tmp_path / "out"), workers=2)
+    with pytest.raises(InputUnreachable, match=rf"^{re.escape(url)}: reading it failed( at byte [\d,]+)? \(\w+: .*\); "
+                                               r"check the network, the endpoint and source.storage_options, "
+                                               r"then re-run to resume \(finished units are kept\)$"):
+        tokenize(r, show_progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    link.heal()
+    resumed = tokenize(r, show_progress=False)
+    local = tokenize(recipe([{"path": str(tmp_path / f"d.jsonl.{suffix}")}], str(tmp_path / "here")), show_progress=False)
+    assert sum(s.num_docs for s in resumed.manifest.splits.values()) == len(texts) and not resumed.manifest.failed_units
+    assert local_tree(tmp_path / "out") == local_tree(tmp_path / "here") and local.manifest.splits == resumed.manifest.splits
+    link.sock.close()
