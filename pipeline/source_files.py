@@ -167,13 +167,24 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
         fs, pattern = fsspec.core.url_to_fs(url, **storage_options)
         if fs.isfile(pattern):  # an object named with glob characters is that object (see expand_files)
             return [url]
-        matches = sorted(m for m in fs.glob(pattern) if fs.isfile(m))
+        matches = sorted(m for m in fs.glob(pattern) if not _is_page_link(fs, m) and fs.isfile(m))
     except Exception as e:  # network, credentials, unsupported listing (https)
         raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "source.storage_options, or list the files explicitly") from None
     if not matches:
         raise PrepError(f"source.path: no file matches {url!r}; fix the URL or glob")
     return [fs.unstrip_protocol(m) for m in matches]
+
+
+def _is_page_link(fs, path: str) -> bool:
+    """An http(s) glob's match that is a directory or another link of the listing page, not a file:
+    fsspec lists a directory's HTML page's links, and every URL is a file to it (isfile is True), so
+    `http://host/data/*` matched http.server's link to the subdirectory `data/sub/`, and that page's
+    HTML was read as input; an Apache listing's sort links (`data/?C=N;O=D`) match `*` too. (An object
+    store's key may hold "?" or "#": only http's listings are judged so.)"""
+    if not {"http", "https"} & ({fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)):
+        return False
+    return path.endswith("/") or any(c in path.rsplit("/", 1)[-1] for c in "?#")
 
 
 def elsewhere_hint(path: str, recipe_file: str | None) -> str:

@@ -52,6 +52,21 @@ class _PlainHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class _SortLinksHandler(_PlainHandler):
+    """Directory pages with an Apache listing's column-sort links (`?C=N;O=D`) above the files'."""
+
+    def list_directory(self, path):
+        import io
+        import os
+        names = sorted(n + "/" * os.path.isdir(os.path.join(path, n)) for n in os.listdir(path))
+        body = "".join(f'<a href="{h}">{h}</a>\n' for h in ["?C=N;O=D", "?C=M;O=A", "/", *names]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address):  # the range probe hangs up mid-body: not an error
         pass
@@ -120,3 +135,33 @@ def test_parquet_on_a_server_without_ranges_says_so(tmp_path, serve):
     with pytest.raises(PrepError, match=r"d\.parquet: its server answers range requests with the whole file, and "
                                         r"Parquet is read from its end"):
         tokenize(plain, show_progress=False)
+
+
+def test_a_glob_on_a_live_http_server_lists_the_files_its_directory_page_links(tmp_path, serve):
+    """http.server answers a directory with an HTML page of links, which fsspec lists: a glob matches
+    exactly the files a local glob of the same tree does. `data/*` took the page of the subdirectory
+    `data/sub/` for a file (every URL is one over http), and read that HTML as input; on an Apache-like
+    listing it took the column-sort links (`data/?C=N;O=D`, the page again) too."""
+    from urllib.parse import unquote
+
+    from pipeline.source_files import expand_files
+    www, start = serve
+    (www / "data" / "sub").mkdir(parents=True)
+    for name in ("data/a.jsonl", "data/b c.jsonl", "data/sub/d.jsonl", "other/e.jsonl"):
+        (www / name).parent.mkdir(exist_ok=True)
+        (www / name).write_text(json.dumps({"text": f"document {name}"}) + "\n")
+    url = start(_PlainHandler)
+    sorting = start(_SortLinksHandler)
+
+    def listed(pattern: str, url: str = url) -> list[str]:
+        recipe = _recipe(tmp_path, f"{url}/{pattern}", "x", format="jsonl")
+        return [unquote(f[len(url) + 1:]) for f in expand_files(recipe.sources[0])]
+
+    def local(pattern: str) -> list[str]:
+        recipe = _recipe(tmp_path, str(www / pattern), "x", format="jsonl")
+        return [f[len(str(www)) + 1:] for f in expand_files(recipe.sources[0])]
+    for pattern in ("data/*.jsonl", "data/*", "data/**/*.jsonl", "data/sub/*", "*/*.jsonl"):
+        assert listed(pattern) == listed(pattern, sorting) == local(pattern), pattern
+    assert listed("data/*") == ["data/a.jsonl", "data/b c.jsonl"]
+    result = tokenize(_recipe(tmp_path, f"{url}/data/*", "glob", format="jsonl"), show_progress=False)
+    assert sum(s.num_docs for s in result.manifest.splits.values()) == 2 and not result.manifest.skipped
