@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ from pipeline.source_formats import (
 if TYPE_CHECKING:  # annotations only: pipeline.recipe imports this module
     from pipeline.recipe import SourceConfig
 
-__all__ = ["expand_files", "elsewhere_hint"]
+__all__ = ["expand_files", "elsewhere_hint", "missing_bucket"]
 
 log = logging.getLogger("prep")
 
@@ -139,7 +140,8 @@ def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
         fs, root = fsspec.core.url_to_fs(url, **storage_options)
         found = sorted(fs.find(root))
     except Exception as e:  # network, credentials, a filesystem that cannot list (https)
-        raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
+        gone = isinstance(e, FileNotFoundError) and missing_bucket(url, storage_options)
+        raise PrepError(gone or f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "source.storage_options, or list the files explicitly") from None
 
     def data(path: str) -> bool:
@@ -148,6 +150,8 @@ def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
         return (not any(n.startswith(".") for n in names[:-1]) and is_data_name(names[-1])
                 and infer_format(names[-1], look_inside=False) == fmt)
     matches = [fs.unstrip_protocol(f) for f in found if data(f)]
+    if not found and (gone := missing_bucket(url, storage_options)):
+        raise PrepError(gone)
     if not matches:
         raise PrepError(f"source.path: {url!r} holds no {fmt} file (suffixes "
                         f"{format_suffixes(fmt)}, compressed or not); "
@@ -162,6 +166,7 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
         return _url_dir_files(url, storage_options, source.resolved_format())
     if not any(c in url.split("://", 1)[1] for c in "*?["):
         return [url]
+    _refuse_partial_double_star(url)
     import fsspec
     try:
         fs, pattern = fsspec.core.url_to_fs(url, **storage_options)
@@ -172,8 +177,45 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
         raise PrepError(f"source.path: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "source.storage_options, or list the files explicitly") from None
     if not matches:
-        raise PrepError(f"source.path: no file matches {url!r}; fix the URL or glob")
+        raise PrepError(missing_bucket(url, storage_options) or f"source.path: no file matches {url!r}; fix the URL or glob")
     return [fs.unstrip_protocol(m) for m in matches]
+
+
+# fsspec protocols whose first path component is a bucket (or container): a missing one is named
+BUCKET_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss"}
+
+
+def missing_bucket(url: str, storage_options: dict | None) -> str | None:
+    """The error for a URL whose bucket does not exist, or None (it exists, or cannot be told, or the
+    URL has no bucket). On the error paths only: one more request (s3fs: head_bucket, and on a miss
+    get_bucket_location), where "does not exist" or "no file matches" left the cause to guess."""
+    scheme, _, rest = url.partition("://")
+    bucket = rest.split("/", 1)[0]
+    if scheme.split("::")[-1] not in BUCKET_PROTOCOLS or not bucket:
+        return None
+    try:
+        import fsspec
+        fs, _ = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        if fs.exists(bucket):
+            return None
+    except Exception:  # cannot be told: the caller's own message stands
+        return None
+    return (f"source.path: {url}: the bucket {bucket!r} does not exist (or these credentials cannot see it); "
+            "fix the URL or source.storage_options")
+
+
+def _refuse_partial_double_star(url: str) -> None:
+    """`s3://bkt/in/**.jsonl.zst`: fsspec takes `**` only as a whole path component, and its ValueError
+    came out as "cannot list ...; check the URL and source.storage_options". Says so, with the glob
+    that matches at any depth (`**/*.jsonl.zst`; a local glob reads `**.jsonl` as `*.jsonl`, this
+    directory only)."""
+    scheme, rest = url.split("://", 1)
+    parts = rest.split("/")
+    for i, part in enumerate(parts):
+        if "**" in part and part != "**":
+            fixed = "/".join([*parts[:i], "**", re.sub(r"\*{2,}", "*", part), *parts[i + 1:]])
+            raise PrepError(f"source.path: {url!r}: '**' matches directories only as a whole path component "
+                            f"(`{part}`); for files at any depth write '{scheme}://{fixed}'")
 
 
 def _is_page_link(fs, path: str) -> bool:

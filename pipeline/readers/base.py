@@ -328,7 +328,9 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
         st = os.stat(local_path(path))
         return st.st_size, st.st_mtime_ns
     except FileNotFoundError:
-        raise PrepError(f"source.path: {path} does not exist") from None
+        from pipeline.source_files import missing_bucket  # here: pipeline.recipe imports source_files
+        raise PrepError(is_url(path) and missing_bucket(path, storage_options)
+                        or f"source.path: {path} does not exist") from None
     except PrepError:
         raise
     except Exception as e:  # network, credentials

@@ -628,3 +628,42 @@ def test_a_network_drop_while_the_parent_spools_a_compressed_url_stops_the_run(t
     assert sum(s.num_docs for s in resumed.manifest.splits.values()) == len(texts) and not resumed.manifest.failed_units
     assert local_tree(tmp_path / "out") == local_tree(tmp_path / "here") and local.manifest.splits == resumed.manifest.splits
     link.sock.close()
+
+
+def test_a_double_star_inside_a_name_says_to_make_it_a_component(tmp_path, s3):
+    """`s3://bkt/in/**.jsonl.zst`: fsspec takes `**` only as a whole path component, and prep's message
+    was "cannot list ... check the URL and source.storage_options". Now it names the fix, which matches
+    the files at any depth."""
+    import zstandard
+
+    from pipeline.errors import PrepError
+    from pipeline.source_files import expand_files
+    fs, options = s3
+    for name in ("a.jsonl.zst", "deep/b.jsonl.zst"):
+        fs.pipe(f"prep-test/stars/{name}", zstandard.ZstdCompressor().compress(b'{"text": "x"}\n'))
+    r = recipe([{"path": "s3://prep-test/stars/**.jsonl.zst", "storage_options": options}], str(tmp_path / "o"))
+    with pytest.raises(PrepError, match=re.escape(
+            "source.path: 's3://prep-test/stars/**.jsonl.zst': '**' matches directories only as a whole path "
+            "component (`**.jsonl.zst`); for files at any depth write 's3://prep-test/stars/**/*.jsonl.zst'") + "$"):
+        expand_files(r.sources[0])
+    fixed = recipe([{"path": "s3://prep-test/stars/**/*.jsonl.zst", "storage_options": options}], str(tmp_path / "o"))
+    assert expand_files(fixed.sources[0]) == ["s3://prep-test/stars/a.jsonl.zst", "s3://prep-test/stars/deep/b.jsonl.zst"]
+
+
+@pytest.mark.parametrize("path", ["in/a.jsonl", "in/*.jsonl", "in/"])
+def test_a_missing_bucket_is_named(tmp_path, s3, path):
+    """A file in a bucket that does not exist said "does not exist", a glob "no file matches", a prefix
+    "cannot list": none said the bucket was the cause. Now each names the bucket (one request more, on
+    the error path only); a missing file in a bucket that exists says what it did."""
+    from pipeline.errors import PrepError
+    fs, options = s3
+    r = recipe([{"path": f"s3://prep-nobucket/{path}", "format": "jsonl", "storage_options": options}], str(tmp_path / "o"))
+    with pytest.raises(PrepError, match=r"^source\.path: s3://prep-nobucket/\S*: the bucket 'prep-nobucket' does "
+                                        r"not exist \(or these credentials cannot see it\); fix the URL or "
+                                        r"source\.storage_options$"):
+        tokenize(r, show_progress=False)
+    there = recipe([{"path": f"s3://prep-test/nothing/{path}", "format": "jsonl", "storage_options": options}],
+                   str(tmp_path / "o"))
+    with pytest.raises(PrepError) as e:
+        tokenize(there, show_progress=False)
+    assert "bucket" not in str(e.value)
