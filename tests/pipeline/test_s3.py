@@ -561,6 +561,21 @@ class _CuttableLink:
         self.broken, self.cut_after = False, float("inf")
 
 
+def _through_a_cuttable_link(options: dict, cut_after: int) -> tuple[_CuttableLink, dict]:
+    """(a link to the moto server that drops the connection after `cut_after` bytes, storage options
+    through it with one try and 1 s timeouts: botocore's retries would otherwise take seconds)."""
+    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
+    link = _CuttableLink(host, int(port), cut_after=cut_after)
+    return link, {**options, "endpoint_url": f"http://127.0.0.1:{link.port}",
+                  "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+
+
+def _unreachable_line(url: str) -> str:
+    """InputUnreachable's one line for `url`, as a regex."""
+    return (rf"^{re.escape(url)}: reading it failed( at byte [\d,]+)? \(\w+: .*\); check the network, the "
+            r"endpoint and source.storage_options, then re-run to resume \(finished units are kept\)$")
+
+
 def test_a_network_drop_mid_read_stops_the_run_in_one_line_and_a_re_run_resumes(tmp_path, s3, monkeypatch):
     """A connection lost while a unit reads an object raised botocore's exception out of the run (a
     traceback, from the worker), and under `on_bad_record: skip` a failure there would drop the unit's
@@ -572,14 +587,9 @@ def test_a_network_drop_mid_read_stops_the_run_in_one_line_and_a_re_run_resumes(
     body = "".join(json.dumps({"text": t}) + "\n" for t in texts)
     fs.pipe("prep-test/drop/d.jsonl", body.encode())
     monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)  # s3fs's own, with their back-off: seconds (one worker: in-process)
-    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
-    link = _CuttableLink(host, int(port), cut_after=len(body) // 2)
-    through = {**options, "endpoint_url": f"http://127.0.0.1:{link.port}",
-               "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+    link, through = _through_a_cuttable_link(options, cut_after=len(body) // 2)
     r = recipe([{"path": "s3://prep-test/drop/d.jsonl", "storage_options": through}], str(tmp_path / "out"))
-    with pytest.raises(InputUnreachable, match=r"^s3://prep-test/drop/d\.jsonl: reading it failed( at byte [\d,]+)? "
-                                               r"\(\w+: .*\); check the network, the endpoint and source.storage_options, "
-                                               r"then re-run to resume \(finished units are kept\)$"):
+    with pytest.raises(InputUnreachable, match=_unreachable_line("s3://prep-test/drop/d.jsonl")):
         tokenize(r, show_progress=False)
     assert not (tmp_path / "out" / "manifest.json").exists()
     link.heal()
@@ -611,15 +621,10 @@ def test_a_network_drop_while_the_parent_spools_a_compressed_url_stops_the_run(t
     monkeypatch.setattr(base, "SAMPLE_BYTES", 1 << 16)  # the plan fetches 64 KiB of the 2 MB file
     monkeypatch.setattr(url_reads, "REQUEST_BYTES", 1 << 16)  # the decompressors ask for 512 KiB (gzip) a read
     monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
-    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
-    link = _CuttableLink(host, int(port), cut_after=len(packed) * 3 // 4)  # past the first units' windows
-    through = {**options, "endpoint_url": f"http://127.0.0.1:{link.port}",
-               "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+    link, through = _through_a_cuttable_link(options, cut_after=len(packed) * 3 // 4)  # past the first windows
     url = f"s3://prep-test/drop/d.jsonl.{suffix}"
     r = recipe([{"path": url, "storage_options": through}], str(tmp_path / "out"), workers=2)
-    with pytest.raises(InputUnreachable, match=rf"^{re.escape(url)}: reading it failed( at byte [\d,]+)? \(\w+: .*\); "
-                                               r"check the network, the endpoint and source.storage_options, "
-                                               r"then re-run to resume \(finished units are kept\)$"):
+    with pytest.raises(InputUnreachable, match=_unreachable_line(url)):
         tokenize(r, show_progress=False)
     assert not (tmp_path / "out" / "manifest.json").exists()
     link.heal()
