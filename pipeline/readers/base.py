@@ -512,7 +512,7 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
         import fsspec
         if not serves_ranges(path, storage_options):  # read it as one stream from its start
             body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
-            return io.BufferedReader(_OneStream(body), buffer_size=1 << 20)  # peek() for the readers' looks
+            return io.BufferedReader(_OneStream(body, path), buffer_size=1 << 20)  # peek() for the readers' looks
         from pipeline.readers.url_reads import open_url
         return open_url(path, storage_options, ahead_to)
     return open(local_path(path), "rb")
@@ -521,10 +521,12 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
 class _OneStream(io.RawIOBase):
     """A response body read once (fsspec's HTTPStreamFile says it is seekable, and a look that read
     ahead and sought back lost the bytes it read): not seekable, so readers peek through a
-    BufferedReader instead."""
+    BufferedReader instead. A body cut short (aiohttp's ClientPayloadError: "not enough data to
+    satisfy content length") or any other failed read is an InputUnreachable naming the URL, as a
+    ranged read's is (readers.url_reads): it was aiohttp's traceback out of the run."""
 
-    def __init__(self, body):
-        self._body = body
+    def __init__(self, body, path: str):
+        self._body, self._path = body, path
         self._read = 0
 
     def readable(self) -> bool:
@@ -534,7 +536,13 @@ class _OneStream(io.RawIOBase):
         return self._read
 
     def readinto(self, b) -> int:
-        data = self._body.read(len(b))
+        try:
+            data = self._body.read(len(b))
+        except (FileNotFoundError, PrepError):
+            raise
+        except Exception as e:
+            from pipeline.readers.url_reads import unreachable
+            raise unreachable(self._path, e, self._read) from None
         b[:len(data)] = data
         self._read += len(data)
         return len(data)

@@ -67,6 +67,20 @@ class _SortLinksHandler(_PlainHandler):
         return io.BytesIO(body)
 
 
+class _DroppingHandler(_PlainHandler):
+    """No ranges, and while `cut`, a file's body cut at its half: the connection closes short of its
+    Content-Length."""
+    cut = True
+
+    def copyfile(self, source, outputfile):
+        if not _DroppingHandler.cut:
+            return super().copyfile(source, outputfile)
+        data = source.read()
+        outputfile.write(data[: len(data) // 2])
+        outputfile.flush()
+        self.close_connection = True
+
+
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address):  # the range probe hangs up mid-body: not an error
         pass
@@ -165,3 +179,23 @@ def test_a_glob_on_a_live_http_server_lists_the_files_its_directory_page_links(t
     assert listed("data/*") == ["data/a.jsonl", "data/b c.jsonl"]
     result = tokenize(_recipe(tmp_path, f"{url}/data/*", "glob", format="jsonl"), show_progress=False)
     assert sum(s.num_docs for s in result.manifest.splits.values()) == 2 and not result.manifest.skipped
+
+
+def test_a_body_cut_short_on_a_server_without_ranges_stops_the_run_in_one_line(tmp_path, serve):
+    """A streamed URL (no range support) whose connection closed mid-body raised aiohttp's
+    ClientPayloadError out of the run, a traceback. Now it is InputUnreachable naming the URL and how far
+    it read, which stops the run under on_bad_record: skip (the default) too, and the re-run once the
+    server is whole again finishes with every document."""
+    from pipeline.errors import InputUnreachable
+    www, start = serve
+    texts = [t for t in demo_texts(600) if t]
+    (www / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    _DroppingHandler.cut = True
+    recipe = _recipe(tmp_path, f"{start(_DroppingHandler)}/d.jsonl", "cut")
+    with pytest.raises(InputUnreachable, match=r"/d\.jsonl: reading it failed at byte [\d,]+ \(ClientPayloadError: .*\); "
+                                               r"check the network"):
+        tokenize(recipe, show_progress=False)
+    assert not (tmp_path / "out" / "cut" / "manifest.json").exists()
+    _DroppingHandler.cut = False
+    result = tokenize(recipe, show_progress=False)
+    assert sum(s.num_docs for s in result.manifest.splits.values()) == len(texts) and not result.manifest.failed_units
