@@ -183,8 +183,8 @@ def test_a_glob_on_a_live_http_server_lists_the_files_its_directory_page_links(t
 
 def test_a_body_cut_short_on_a_server_without_ranges_stops_the_run_in_one_line(tmp_path, serve):
     """A streamed URL (no range support) whose connection closed mid-body raised aiohttp's
-    ClientPayloadError out of the run, a traceback. Now it is InputUnreachable naming the URL and how far
-    it read, which stops the run under on_bad_record: skip (the default) too, and the re-run once the
+    ClientPayloadError out of the run, a traceback. Now it is InputUnreachable naming the URL (and the
+    byte, when some were read), which stops the run under on_bad_record: skip (the default) too, and the re-run once the
     server is whole again finishes with every document."""
     from pipeline.errors import InputUnreachable
     www, start = serve
@@ -192,7 +192,7 @@ def test_a_body_cut_short_on_a_server_without_ranges_stops_the_run_in_one_line(t
     (www / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     _DroppingHandler.cut = True
     recipe = _recipe(tmp_path, f"{start(_DroppingHandler)}/d.jsonl", "cut")
-    with pytest.raises(InputUnreachable, match=r"/d\.jsonl: reading it failed at byte [\d,]+ \(ClientPayloadError: .*\); "
+    with pytest.raises(InputUnreachable, match=r"/d\.jsonl: reading it failed( at byte [\d,]+)? \(ClientPayloadError: .*\); "
                                                r"check the network"):
         tokenize(recipe, show_progress=False)
     assert not (tmp_path / "out" / "cut" / "manifest.json").exists()
