@@ -3,7 +3,7 @@
 The CLI prints `PrepError` as a single line and exits 1; anything else is a bug and keeps its traceback.
 """
 
-__all__ = ["PrepError", "SchemaError", "InputUnreachable", "STOPS_THE_RUN", "not_a_column", "refuse_repeated_columns", "closest", "RESUME_FIX", "FINISHED_FIX"]
+__all__ = ["PrepError", "SchemaError", "InputUnreachable", "EngineFailed", "STOPS_THE_RUN", "not_a_column", "refuse_repeated_columns", "closest", "RESUME_FIX", "FINISHED_FIX"]
 
 import difflib
 
@@ -34,8 +34,15 @@ class InputUnreachable(PrepError):
     is not marked as damaged (a replacement of it with units done is still refused). Re-run to resume."""
 
 
+class EngineFailed(PrepError):
+    """The tokenizer engine raised on a document: a fault of the engine (or of prep), not of the input,
+    so it stops the run under `on_bad_record: skip` too, naming the document (it used to be a worker's
+    traceback naming none). Re-run to resume; every backend gives the same ids, so `--set
+    tokenizer.backend=hf` resumes the run on the reference engine."""
+
+
 # errors that stop the run whatever on_bad_record says, and do not mark their file as damaged
-STOPS_THE_RUN = (SchemaError, InputUnreachable)
+STOPS_THE_RUN = (SchemaError, InputUnreachable, EngineFailed)
 
 
 def not_a_column(path: str, name: str, columns: list[str], holder: str, template: bool) -> SchemaError:

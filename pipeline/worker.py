@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import STOPS_THE_RUN, PrepError, SchemaError
+from pipeline.errors import STOPS_THE_RUN, EngineFailed, PrepError, SchemaError
 from pipeline.filters import (
     BATCH_CHARS,
     DEDUP_DIR,
@@ -29,7 +29,7 @@ from pipeline.readers import BadRecords, WorkUnit, get_reader
 from pipeline.readers.json_array import range_first
 from pipeline.recipe import Recipe
 from pipeline.shards import RollingShardWriter, check_id_range
-from pipeline.tokenizers import Encoder, TokenizerSpec
+from pipeline.tokenizers import Encoder, FastPathMismatch, TokenizerSpec
 
 __all__ = ["WorkerContext", "process_unit", "val_mask", "rejects_name", "SPLITS"]
 
@@ -220,6 +220,7 @@ class _Sink:
     def __init__(self, ctx: WorkerContext, encoder: Encoder, dtype, writers: dict, report, unit: WorkUnit):
         self.encoder, self.dtype, self.writers, self.report = encoder, dtype, writers, report
         self.source, self.where = unit.source, unit.path
+        self.unit = unit
         self.out = ctx.recipe.output
         self.checked = not encoder.fits(dtype)  # ids that might not fit `dtype` come as uint32, range-checked
         self.dedup = DedupLog() if ctx.recipe.dedup == "exact" else None  # hashes of written docs, for finalize
@@ -230,7 +231,12 @@ class _Sink:
         """`file_index`: the documents' file in their source, one for all or one each (int64[len(texts)])."""
         docs = tokens = 0
         if texts:
-            ids, lengths = self.encoder.encode_batch(texts, np.uint32 if self.checked else self.dtype, chars)
+            try:
+                ids, lengths = self.encoder.encode_batch(texts, np.uint32 if self.checked else self.dtype, chars)
+            except (PrepError, FastPathMismatch, KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # pyo3's PanicException (a Rust engine's panic) is a BaseException
+                raise self._engine_failed(texts, positions, file_index, e) from e
             keep = lengths > 0
             self.empty += int(keep.size - keep.sum())
             if self.checked:
@@ -254,6 +260,32 @@ class _Sink:
                 docs += n
                 tokens += int(w_ids.size)
         self.report(nbytes, docs, tokens)
+
+    def _engine_failed(self, texts: list[str], positions: np.ndarray, file_index, error: BaseException) -> EngineFailed:
+        """EngineFailed naming the first document the engine fails on alone (re-encoded one by one:
+        this runs once, as the run stops), or the batch where none fails alone."""
+        spec = self.encoder.spec
+        engine = f"tokenizer backend {spec.backend_version or spec.backend}"
+        unit_word = "row" if self.unit.format in ("parquet", "hf") else "byte"  # what a DocBatch position counts
+        where, shown = self.where, f"a batch of {len(texts):,} documents"
+        for i, text in enumerate(texts):
+            try:
+                self.encoder.encode_batch([text])
+            except BaseException as e:
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                error = e
+                if self.unit.group:  # a group's batch holds several files' documents
+                    index = int(file_index[i]) if np.ndim(file_index) else int(file_index)
+                    where = next((m.path for m in self.unit.group if m.file_index == index), where)
+                shown = (f"the document at {unit_word} {int(positions[i])} ({len(text):,} characters, "
+                         f"starting {text[:40]!r})")
+                break
+        fix = ("; to go on, re-run with `--set tokenizer.backend=hf`: the reference engine gives the same ids, so "
+               "the run resumes" if spec.backend != "hf" else "")
+        said = " ".join(str(error).split())  # one line, as the CLI prints errors
+        return EngineFailed(f"{where}: {engine} failed on {shown}: {type(error).__name__}: {said}. This is a bug "
+                            f"in the engine or in prep: please report it with that document{fix}")
 
 
 class _Pending:
