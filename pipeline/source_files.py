@@ -65,6 +65,8 @@ def expand_files(source: SourceConfig, seen: tuple[dict[str, int], dict] | None 
         # a file named with glob characters ("data[1].jsonl") is that file: as a pattern it matched
         # nothing, or another file ("data1.jsonl"), read silently in its place
         exact = any(c in literal for c in "*?[") and os.path.isfile(literal)
+        if not exact:
+            _refuse_partial_double_star(p)
         # a file reached through a linked directory is read once, under its first name: glob's `**` enters
         # linked directories, so `d/**/*.jsonl` with a link d/sub/up -> .. matched each file 41 times
         # (d/sub/up/sub/up/..., to the kernel's 40-link limit), each document 41 times in the dataset.
@@ -204,18 +206,18 @@ def missing_bucket(url: str, storage_options: dict | None) -> str | None:
             "fix the URL or source.storage_options")
 
 
-def _refuse_partial_double_star(url: str) -> None:
+def _refuse_partial_double_star(path: str) -> None:
     """`s3://bkt/in/**.jsonl.zst`: fsspec takes `**` only as a whole path component, and its ValueError
-    came out as "cannot list ...; check the URL and source.storage_options". Says so, with the glob
-    that matches at any depth (`**/*.jsonl.zst`; a local glob reads `**.jsonl` as `*.jsonl`, this
-    directory only)."""
-    scheme, rest = url.split("://", 1)
+    came out as "cannot list ...; check the URL and source.storage_options". A local `in/**.jsonl` is
+    Python's (and bash's) `in/*.jsonl`: the files of that directory only, the ones below it silently
+    left out of the dataset. Says so, with the glob that matches at any depth (`in/**/*.jsonl`)."""
+    scheme, rest = path.split("://", 1) if "://" in path else ("", path)
     parts = rest.split("/")
     for i, part in enumerate(parts):
         if "**" in part and part != "**":
             fixed = "/".join([*parts[:i], "**", re.sub(r"\*{2,}", "*", part), *parts[i + 1:]])
-            raise PrepError(f"source.path: {url!r}: '**' matches directories only as a whole path component "
-                            f"(`{part}`); for files at any depth write '{scheme}://{fixed}'")
+            raise PrepError(f"source.path: {path!r}: '**' matches directories only as a whole path component "
+                            f"(`{part}`); for files at any depth write '{scheme + '://' if scheme else ''}{fixed}'")
 
 
 def _is_page_link(fs, path: str) -> bool:

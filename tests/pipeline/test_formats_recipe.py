@@ -323,3 +323,23 @@ def test_a_glob_without_a_suffix_takes_its_files_format_and_mixed_formats_are_na
     (d / "part-00000").write_bytes(b"")
     with pytest.raises(PrepError, match="cannot infer the format of .* from its suffix; set source.format"):
         Recipe.from_dict({**BASE, "source": {"path": f"{d}/part-*"}})
+
+
+def test_a_local_double_star_inside_a_name_says_to_make_it_a_component(tmp_path):
+    """`d/**.jsonl` is glob's (and bash's) `d/*.jsonl`: d/deep/b.jsonl was silently left out of the
+    dataset. As for a URL, the message names the glob that matches at any depth; a file really named
+    so is still that file."""
+    d = tmp_path / "d"
+    (d / "deep").mkdir(parents=True)
+    for f in (d / "a.jsonl", d / "deep" / "b.jsonl"):
+        f.write_text("{}\n")
+    src = Recipe.from_dict({**BASE, "source": {"path": f"{d}/**.jsonl"}}).sources[0]
+    with pytest.raises(PrepError, match=re.escape(
+            f"source.path: '{d}/**.jsonl': '**' matches directories only as a whole path component (`**.jsonl`); "
+            f"for files at any depth write '{d}/**/*.jsonl'") + "$"):
+        src.expand_files()
+    fixed = Recipe.from_dict({**BASE, "source": {"path": f"{d}/**/*.jsonl"}}).sources[0]
+    assert fixed.expand_files() == [str(d / "a.jsonl"), str(d / "deep" / "b.jsonl")]
+    (d / "odd**.jsonl").write_text("{}\n")
+    named = Recipe.from_dict({**BASE, "source": {"path": f"{d}/odd**.jsonl"}}).sources[0]
+    assert named.expand_files() == [str(d / "odd**.jsonl")]
