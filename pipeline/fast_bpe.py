@@ -3,7 +3,7 @@
 Hugging Face `tokenizers` and tiktoken run the same algorithm on a byte-level BPE (GPT-2, Llama 3,
 Qwen 2, Mistral-Nemo style) when
   - the text reaches the model unchanged (no normalizer other than NFC, which we apply ourselves;
-    no prefix space, no BPE dropout, no byte fallback, no word prefixes/suffixes);
+    no prefix space, no BPE dropout (prep switches it off), no byte fallback, no word prefixes/suffixes);
   - the pre-tokenizer is one regex (ByteLevel's own GPT-2 regex, one isolating Split + ByteLevel, or
     StarCoder 2's and SmolLM's Digits + ByteLevel, which one regex also does: `_digits_then_gpt2`);
   - merges are listed in rank order (merge i makes a token whose id is >= that of merge i - 1), every

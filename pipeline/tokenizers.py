@@ -4,9 +4,11 @@
 Hugging Face hub id, or `tiktoken:<encoding>`), finds BOS/EOS ids, and returns a small picklable
 `TokenizerSpec`. Each worker calls `spec.build_encoder()` once and then `encode_batch(texts)`.
 
-Two settings that real hub files get wrong for pretraining are forced here:
+Three settings that real hub files get wrong for pretraining are forced here:
 - truncation and padding in a tokenizer.json are switched off (GPT-2's hub file ships
   `truncation.max_length = 50`: a silent cut to 50 tokens per document);
+- BPE dropout is switched off (a training-time augmentation: `tokenizers` then skips each merge at
+  random, so two runs, or a resumed one, wrote other ids for the same text), with a note;
 - special-token strings inside documents are plain text (`encode_special_tokens = True`), so a
   document that mentions `<|endoftext|>` does not produce the EOS id. Non-special added tokens
   (Qwen 2.5's `<tool_call>`, ...) keep their ids, as `tokenizers` gives them; the fast engines get
@@ -386,6 +388,8 @@ def _make_plain(tok) -> None:
     tok.no_truncation()
     tok.no_padding()
     tok.encode_special_tokens = True
+    if getattr(tok.model, "dropout", None):  # BPE's only; `tok.model` shares the tokenizer's model
+        tok.model.dropout = None
 
 
 def _tiktoken_encoding(name: str):
@@ -530,6 +534,7 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
         tok = Tokenizer.from_str(definition)
     except Exception as e:
         raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({_why_not_tokenizer(definition, e)})") from None
+    dropout = getattr(tok.model, "dropout", None)
     _make_plain(tok)
     special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
     needs = _BOUNDARY_NEEDS[cfg.boundary]
@@ -542,7 +547,15 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
     spec = TokenizerSpec(cfg.path, "hf", definition, sha, max_id + 1, cfg.boundary, bos, eos,
                          backend_version=_version("tokenizers"))
     spec = _finish(spec, cfg)
-    return spec if cfg.backend == "hf" else _choose_fast(spec, cfg, tok, special)
+    spec = spec if cfg.backend == "hf" else _choose_fast(spec, cfg, tok, special)
+    if dropout:
+        spec = replace(spec, backend_reason="; ".join(filter(None, [spec.backend_reason, _dropout_note(cfg, dropout)])))
+    return spec
+
+
+def _dropout_note(cfg: TokenizerConfig, dropout: float) -> str:
+    return (f"the BPE dropout of {cfg.path} ({dropout}) is switched off: it skips merges at random, so no two runs "
+            "would write the same ids")
 
 
 def _why_not_tokenizer(definition: str, error: Exception) -> str:
@@ -574,6 +587,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
 
     from pipeline import added_tokens
     d = orjson.loads(spec.definition)
+    if (d.get("model") or {}).get("dropout") is not None:  # off, as in every tokenizers.Tokenizer here (_make_plain)
+        d["model"]["dropout"] = None
     plain, _ = added_tokens.from_definition(d)  # its refusal comes back through the structure checks
     found, why = fast_bpe.check_structure(d)
     nfc = found is not None and found[1] == "NFC"  # the Unicode probe then also compares the two NFCs

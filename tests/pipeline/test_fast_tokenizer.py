@@ -465,7 +465,6 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
     (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
     (lambda d: d["normalizer"]["normalizers"].insert(0, {"type": "NFKC"}), "NFKC normalizer"),
     (lambda d: d.update(pre_tokenizer={"type": "Digits", "individual_digits": True}), "Digits pre-tokenizer"),
-    (lambda d: d["model"].update(dropout=0.1), "dropout"),
     (lambda d: d["added_tokens"].append(_added("<0x00>", rstrip=True)), "has rstrip set"),
     # Gemma's Split on " " is a no-op only because the normalizer replaced every " " before it
     (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"String": "."}, "behavior": "MergedWithPrevious",
@@ -485,6 +484,32 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
 def test_sentencepiece_style_outside_what_was_proved_falls_back_to_hf(trained, tmp_path, change, reason):
     spec = load_tokenizer(TokenizerConfig(path=str(_edit(trained["llama2_style"], tmp_path, change))))
     assert spec.backend == "hf" and reason in spec.backend_reason
+
+
+def _with_dropout(path: Path, tmp_path: Path) -> tuple[Path, Tokenizer]:
+    """The tokenizer.json with BPE dropout 0.5, and tokenizers' Tokenizer of it without the dropout."""
+    edited = _edit(path, tmp_path, lambda d: d["model"].update(dropout=0.5))
+    reference = Tokenizer.from_str(path.read_text())
+    ptok._make_plain(reference)
+    return edited, reference
+
+
+@pytest.mark.parametrize("name", ["gpt2_style", "llama2_style"])
+def test_bpe_dropout_is_switched_off(trained, tmp_path, monkeypatch, name):
+    """BPE dropout skips each merge at random in tokenizers: prep's hf backend wrote other ids on every
+    run (a resumed run mixed two tokenizations), and auto refused every fast engine for it. It is
+    switched off everywhere, like truncation and padding, with a note; a fast engine then runs it."""
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")
+    path, reference = _with_dropout(trained[name], tmp_path)
+    texts = [" ".join(TRAIN_TEXT[:5]) * 4, "Don't panic; it's only 42 tokens", "The quick brown fox"]
+    want = [e.ids for e in reference.encode_batch_fast(texts, add_special_tokens=False)]
+    for backend in ("hf", "auto"):
+        spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none", backend=backend))
+        for _ in range(3):  # a new encoder each time: each worker builds its own
+            ids, lengths = spec.build_encoder().encode_batch(texts)
+            assert ids.tolist() == [i for w in want for i in w] and lengths.tolist() == list(map(len, want))
+        assert (spec.backend == "hf") == (backend == "hf")
+        assert "BPE dropout of" in spec.backend_reason and "(0.5) is switched off" in spec.backend_reason
 
 
 def test_qwen25_style_added_tokens_take_the_fast_path(trained, tmp_path, monkeypatch):
@@ -773,7 +798,6 @@ def _wordpiece(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("change, reason", [
     (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
     (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "prefix space"),
-    (lambda d: d["model"].update(dropout=0.1), "dropout"),
     (lambda d: d["added_tokens"].append(_added("foo", lstrip=True)), "has lstrip set"),
     (lambda d: d["added_tokens"].append(_added("foo", single_word=True)), "has single_word set"),
     (lambda d: d["added_tokens"].append(_added("")), "empty added token"),
