@@ -593,7 +593,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
     found, why = fast_bpe.check_structure(d)
     nfc = found is not None and found[1] == "NFC"  # the Unicode probe then also compares the two NFCs
     # a SentencePiece-style BPE (Llama 2, Mistral 7B v0.1): only gigatoken's SentencePiece engine runs it
-    sentencepiece = found is None and bool((d.get("model") or {}).get("byte_fallback"))
+    # (a Unigram with byte_fallback is not one: it was refused as "not a SentencePiece-style BPE")
+    sentencepiece = found is None and (d.get("model") or {}).get("type") == "BPE" and bool(d["model"].get("byte_fallback"))
     if sentencepiece:
         why = _sentencepiece_refusal(d, cfg)
     if why:

@@ -465,6 +465,7 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
     (lambda d: d.update(normalizer={"type": "Lowercase"}), "Lowercase normalizer"),
     (lambda d: d["normalizer"]["normalizers"].insert(0, {"type": "NFKC"}), "NFKC normalizer"),
     (lambda d: d.update(pre_tokenizer={"type": "Digits", "individual_digits": True}), "Digits pre-tokenizer"),
+    (lambda d: d["model"].update(ignore_merges=True), "ignore_merges"),
     (lambda d: d["added_tokens"].append(_added("<0x00>", rstrip=True)), "has rstrip set"),
     # Gemma's Split on " " is a no-op only because the normalizer replaced every " " before it
     (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"String": "."}, "behavior": "MergedWithPrevious",
@@ -484,6 +485,47 @@ def test_sentencepiece_style_runs_on_gigatoken(trained, name, monkeypatch):
 def test_sentencepiece_style_outside_what_was_proved_falls_back_to_hf(trained, tmp_path, change, reason):
     spec = load_tokenizer(TokenizerConfig(path=str(_edit(trained["llama2_style"], tmp_path, change))))
     assert spec.backend == "hf" and reason in spec.backend_reason
+
+
+@pytest.mark.parametrize("metaspace", [False, True])
+def test_sentencepiece_style_with_ignore_merges_keeps_a_token_word_whole(trained, tmp_path, monkeypatch, metaspace):
+    """With ignore_merges: true, tokenizers keeps a word that is itself a token whole, even one its
+    merges do not rebuild; gigatoken's SentencePiece engine merged it anyway and auto ran it: "Жzq"
+    gave 5 ids instead of the one token "▁Жzq". Such a file now runs on tokenizers, with the reason."""
+    monkeypatch.setenv("PREP_CACHE_DIR", "off")
+
+    def whole_word_token(d: dict) -> None:
+        d["model"]["ignore_merges"] = True
+        d["model"]["vocab"]["\u2581\u0416zq"] = max(d["model"]["vocab"].values()) + 1  # "▁Жzq", made by no merge
+        if metaspace:
+            d.update(normalizer=None, pre_tokenizer={"type": "Metaspace", "replacement": "\u2581",
+                                                     "prepend_scheme": "always", "split": True})
+    path = _edit(trained["llama2_style"], tmp_path, whole_word_token)
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    texts = ["\u0416zq", "a \u0416zq b", "\u0416zqq"]
+    ids, lengths = spec.build_encoder().encode_batch(texts)
+    want = [e.ids for e in _hf(path).encode_batch_fast(texts, add_special_tokens=False)]
+    assert want[0] == [json.loads(path.read_text())["model"]["vocab"]["\u2581\u0416zq"]]  # not vacuous
+    assert ids.tolist() == [i for w in want for i in w] and lengths.tolist() == list(map(len, want))
+    assert spec.backend == "hf" and "ignore_merges: true" in spec.backend_reason
+
+
+def test_a_unigram_with_byte_fallback_is_named_as_unigram(tmp_path):
+    """A Unigram model with byte_fallback was taken for a SentencePiece-style BPE and refused as "not a
+    SentencePiece-style BPE (byte_fallback)", a reason that names neither its model nor the fix."""
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(TRAIN_TEXT, trainers.UnigramTrainer(vocab_size=120, show_progress=False,
+                                                                 special_tokens=["<unk>", "</s>"], unk_token="<unk>"))
+    d = json.loads(tok.to_str())
+    d["model"]["byte_fallback"] = True
+    path = tmp_path / "unigram.json"
+    path.write_text(json.dumps(d))
+    spec = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert (spec.backend, spec.eos_id) == ("hf", 1)
+    assert spec.backend_reason.endswith("because its model is Unigram, not BPE"), spec.backend_reason
+    with pytest.raises(PrepError, match="because its model is Unigram, not BPE; use backend auto"):
+        load_tokenizer(TokenizerConfig(path=str(path), backend="tiktoken"))
 
 
 def _with_dropout(path: Path, tmp_path: Path) -> tuple[Path, Tokenizer]:
