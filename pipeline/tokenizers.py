@@ -546,7 +546,7 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
     max_id = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
     spec = TokenizerSpec(cfg.path, "hf", definition, sha, max_id + 1, cfg.boundary, bos, eos,
                          backend_version=_version("tokenizers"))
-    spec = _finish(spec, cfg)
+    spec = _finish(spec, cfg, special)
     spec = spec if cfg.backend == "hf" else _choose_fast(spec, cfg, tok, special)
     if dropout:
         spec = replace(spec, backend_reason="; ".join(filter(None, [spec.backend_reason, _dropout_note(cfg, dropout)])))
@@ -778,9 +778,22 @@ def _token_id(text: str, special: dict, tok) -> int | None:
 _BOUNDARY_NEEDS = {"eos": ["eos"], "bos": ["bos"], "both": ["bos", "eos"], "none": []}
 
 
-def _finish(spec: TokenizerSpec, cfg: TokenizerConfig) -> TokenizerSpec:
+def _finish(spec: TokenizerSpec, cfg: TokenizerConfig, special: dict[str, int] | None = None) -> TokenizerSpec:
+    """`spec`, once it has the boundary's ids; `special`: the tokenizer's added tokens, named when
+    none of them is a known BOS/EOS (a tokenizer.json trained without special tokens has none)."""
     for which in _BOUNDARY_NEEDS[cfg.boundary]:
         if getattr(spec, f"{which}_id") is None:
-            raise PrepError(f"tokenizer.boundary: {cfg.boundary} needs a {which.upper()} token, and none was "
-                            f"found in {cfg.path}; set tokenizer.{which}_token to its string, or boundary: none")
+            known = ", ".join((BOS_CANDIDATES if which == "bos" else EOS_CANDIDATES)[:3])
+            if special is None:
+                held = ""
+            elif not special:
+                held = " (it has no added or special tokens at all)"
+            else:
+                names = list(special)
+                held = (f" (none of its added tokens, {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}, is a "
+                        f"known {which.upper()}: {known}, ...)")
+            raise PrepError(f"tokenizer.boundary: {cfg.boundary} needs {'an' if which == 'eos' else 'a'} "
+                            f"{which.upper()} token, and none was "
+                            f"found in {cfg.path}{held}; set tokenizer.{which}_token to the string of one of its "
+                            "tokens, or boundary: none")
     return spec

@@ -102,3 +102,38 @@ def test_a_tiktoken_boundary_token_may_be_an_ordinary_token_as_in_a_tokenizer_js
     vocab = json.loads(demo_tokenizer.read_text())["model"]["vocab"]
     word, wid = next((w, i) for w, i in vocab.items() if i > 100)
     assert load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token=word, backend="hf")).eos_id == wid
+
+
+def _trained(tmp_path, specials: list[str]):
+    """A small byte-level BPE trained here, with these special tokens (none: a tokenizer.json whose
+    added_tokens list is empty)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(["hello world, the quick brown fox"] * 20, tokenizers.trainers.BpeTrainer(
+        vocab_size=300, show_progress=False, special_tokens=specials,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    path.write_text(tok.to_str())
+    return path
+
+
+@pytest.mark.parametrize("specials, boundary, says", [
+    ([], "eos", r"needs an EOS token, and none was found in \S+ \(it has no added or special tokens at all\); "
+                r"set tokenizer\.eos_token to the string of one of its tokens, or boundary: none$"),
+    (["<pad>", "</s>", "<unk>"], "bos", r"needs a BOS token, and none was found in \S+ \(none of its added tokens, "
+                                        r"<pad>, </s>, <unk>, is a known BOS: <\|begin_of_text\|>, <s>, <bos>, \.\.\.\); "
+                                        r"set tokenizer\.bos_token to the string of one of its tokens, or boundary: none$"),
+])
+def test_a_missing_boundary_token_says_what_the_tokenizer_has(tmp_path, specials, boundary, says):
+    """The error read "needs a EOS token, and none was found in PATH" whether the file had no special
+    tokens at all (trained without any) or only ones prep does not look for (T5's <pad> </s> <unk> for
+    a BOS): it now says which, and the fix."""
+    path = _trained(tmp_path, specials)
+    for backend in ("hf", "auto"):
+        with pytest.raises(PrepError, match=rf"^tokenizer\.boundary: {boundary} " + says) as e:
+            load_tokenizer(TokenizerConfig(path=str(path), boundary=boundary, backend=backend))
+        assert "\n" not in str(e.value)
+    set_it = {f"{boundary}_token": "hello"}  # any token of its vocabulary, as the error says
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary=boundary, **set_it))
+    assert getattr(spec, f"{boundary}_id") == json.loads(path.read_text())["model"]["vocab"]["hello"]
