@@ -196,18 +196,33 @@ def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
 
 
 def _texts_of(column, errors: str) -> list:
-    """A column's values as Python objects; strings checked for UTF-8, binary decoded."""
+    """A column's values as Python objects; strings checked for UTF-8, binary decoded. Every string
+    and binary layout pyarrow reads back counts: string, large_string, string_view (pyarrow keeps it
+    through Parquet's schema metadata), and a dictionary of any of them (`dictionary_encode()`d, or
+    read_dictionary). One value that is not UTF-8 in a string_view or dictionary column raised
+    UnicodeDecodeError out of `to_pylist`, which failed the whole unit as "row group does not
+    decode": every good row of it lost, where a string column rejected that one row."""
     import pyarrow as pa
     t = column.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    inner = t.value_type if pa.types.is_dictionary(t) else t
+    if _is_text(inner):
         try:
             return column.to_pylist()
-        except UnicodeDecodeError:
-            column = column.cast(pa.large_binary())
-            t = column.type
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return [_decode(v, errors) for v in column.to_pylist()]
-    return column.to_pylist()
+        except UnicodeDecodeError:  # read as bytes below: the bad values become rejects
+            pass
+    elif not _is_binary(inner):
+        return column.to_pylist()
+    return [_decode(v, errors) for v in column.cast(pa.large_binary()).to_pylist()]
+
+
+def _is_text(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_binary(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
 
 
 class _BadUtf8:

@@ -108,6 +108,27 @@ def test_binary_column_and_invalid_utf8(tmp_path):
     assert got == ["ok", "bad \ufffd", "fine"]
 
 
+@pytest.mark.parametrize("layout", ["dictionary", "string_view", "binary_view", "binary dictionary"])
+def test_invalid_utf8_in_a_dictionary_or_view_column_rejects_its_row_only(tmp_path, layout):
+    """A dictionary-encoded or string_view text column holding one value that is not UTF-8 raised
+    UnicodeDecodeError out of to_pylist: the unit failed as "row group 0 does not decode" and its good
+    rows were lost; a binary_view column's bytes were non_string_text. Now each layout reads as a
+    string or binary column does: the bad row rejected (or replaced), the others kept."""
+    raw = pa.array([b"ok", b"bad \xff", None, b"fine", b"ok"], pa.binary())
+    column = {"dictionary": raw.view(pa.string()).dictionary_encode(),
+              "string_view": raw.cast(pa.binary_view()).view(pa.string_view()),
+              "binary_view": raw.cast(pa.binary_view()),
+              "binary dictionary": raw.dictionary_encode()}[layout]
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": column}), path)
+    assert pq.read_schema(path).field("text").type == column.type  # pyarrow reads back the layout written
+    _, got, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)])
+    assert got == ["ok", "fine", "ok"] and positions == [0, 3, 4]
+    assert [(r["reason"], r["row"]) for r in bad] == [("invalid_utf8", 1), ("null_text", 2)]
+    _, got, _, _ = read_all(SourceConfig(path=str(path), encoding_errors="replace"), [str(path)])
+    assert got == ["ok", "bad \ufffd", "fine", "ok"]
+
+
 def test_corrupt_row_group_names_it_and_missing_footer_fails_its_unit(tmp_path):
     path = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": [f"t{i} " + "z" * 300 for i in range(400)]}), path, row_group_size=100,
