@@ -153,18 +153,24 @@ def iter_pieces(f, start: int, end: int, sep: bytes, max_bytes: int | None = Non
             eof = True
 
 
-def seek_piece_start(f, start: int, sep: bytes) -> int | None:
+def seek_piece_start(f, start: int, sep: bytes, end: int = -1) -> int | None:
     """Position `f` at the first piece starting at or after `start` (sep must not overlap itself);
-    None when no piece starts there. `f` is at 0 when `start` is 0 (a .zst stream cannot seek)."""
+    None when no piece starts there, or (with `end` >= 0) none before `end`: the scan stops at `end`,
+    as jsonl.seek_line_start's does (each unit of a file holding no separator read on to its end).
+    `f` is at 0 when `start` is 0 (a .zst stream cannot seek)."""
     if start == 0:
         return 0
     at = max(0, start - len(sep))
     f.seek(at)
+    reached = at  # the next byte to read
     buf = b""
     while True:
-        chunk = f.read(READ_BLOCK)
+        # a separator whose last byte is at end - 2 at the latest starts a piece before `end`
+        want = READ_BLOCK if end < 0 else min(READ_BLOCK, end - 1 - reached)
+        chunk = f.read(want) if want > 0 else b""
         if not chunk:
             return None
+        reached += len(chunk)
         data = buf + chunk
         i = data.find(sep)
         if i >= 0:
@@ -194,7 +200,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled_stream(unit.path, stream)
         if per_line:
-            pos = seek_line_start(stream, unit.start)
+            pos = seek_line_start(stream, unit.start, unit.end)
             # a read block's lines at a time (see jsonl.iter_line_groups)
             groups = iter_line_groups(stream, pos, unit.end, source.max_record_bytes)
         else:
@@ -203,7 +209,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 if pos:
                     stream.seek(pos)
             else:
-                pos = seek_piece_start(stream, unit.start, sep)
+                pos = seek_piece_start(stream, unit.start, sep, unit.end)
             pieces = iter(()) if pos is None else iter_pieces(stream, pos, unit.end, sep, source.max_record_bytes)
             groups = (([offset], [piece]) for offset, piece in pieces)
         if pos is None or 0 <= unit.end <= pos:
