@@ -83,6 +83,8 @@ def parse(data: bytes) -> tuple[list | dict | None, str]:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         value = _lenient(data)
+        if value is None:  # a record nested too deep for either parser?
+            value = _records_one_by_one(data)
         if value is None:
             return None, str(e)
     return (value, "") if isinstance(value, (list, dict)) else (None, f"it is one {type(value).__name__}")
@@ -114,6 +116,69 @@ def _lenient(data: bytes | str):
     if isinstance(value, dict):  # records_of finds its list: strict-checked there
         return _LenientObject(value)
     return value
+
+
+def _too_deep(e: orjson.JSONDecodeError) -> bool:
+    """orjson's refusal of a value nested deeper than 1,024 levels (Python's json stops at ~1,000)."""
+    return "depth limit" in str(e)
+
+
+# a JSON string (escapes unrolled: no backtracking per character), or a bracket or comma outside one
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+
+
+def _array_elements(data: bytes) -> list[bytes] | None:
+    """The top-level elements of the JSON array `data`, as byte slices cut at its depth-1 commas (found
+    past its strings); None when its brackets do not balance or it is not one array."""
+    body = data.strip(_WHITESPACE)
+    if body[:1] != b"[" or body[-1:] != b"]":
+        return None
+    elements, start, depth = [], 1, 0
+    for m in _STRUCTURE.finditer(body):
+        c = body[m.start()]
+        if c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+            if depth < 0 or depth == 0 and m.end() != len(body):
+                return None
+        elif c == 0x2C and depth == 1:  # a comma between two records
+            elements.append(body[start:m.start()])
+            start = m.end()
+    if depth:
+        return None
+    if body[start:-1].strip(_WHITESPACE) or elements:
+        elements.append(body[start:-1])
+    return elements
+
+
+def _records_one_by_one(data: bytes) -> list | None:
+    """The records of the JSON array `data`, each parsed alone, a record nested deeper than orjson reads
+    (1,024 levels) as a Malformed; None when anything else does not parse (damage: the callers' errors).
+    Only once the whole array has failed both parsers (another record's NaN may be what orjson met
+    first), so a sound file never costs this scan.
+    Why: one such record (a 10,000-level list in a field that is not the text) made its whole array
+    unparsable: a small file became one malformed_json reject of its first line, every record lost,
+    and a cut file's unit failed whole."""
+    import json
+    elements = _array_elements(data)
+    if elements is None:
+        return None
+    records = []
+    for raw in elements:
+        try:
+            records.append(orjson.loads(raw))
+            continue
+        except orjson.JSONDecodeError as e:
+            if _too_deep(e):
+                records.append(Malformed(raw.strip(_WHITESPACE)[:1000].decode("utf-8", "replace"),
+                                         f"nested deeper than the 1,024 levels a JSON parser here reads ({e})"))
+                continue
+        try:  # NaN, a lone surrogate: as _lenient reads them
+            records.append(_strict(json.loads(raw)))
+        except (ValueError, RecursionError):
+            return None
+    return records
 
 
 class _LenientObject(dict):
@@ -267,6 +332,8 @@ def _piece_records(data: bytes, kind: str, at: int, last: bool, path: str) -> li
         return orjson.loads(b"[" + data + b"]")
     except orjson.JSONDecodeError as e:
         records = _lenient(b"[" + data + b"]")
+        if records is None:  # a record nested too deep for either parser?
+            records = _records_one_by_one(b"[" + data + b"]")
         if records is None:
             raise PrepError(f"{where}: these records of the file's JSON array do not parse ({e}); the file is "
                             "damaged: repair or re-export it") from None

@@ -275,3 +275,26 @@ def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, la
     assert texts == [records[i]["text"] for i in kept] and positions == kept
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (250, "malformed_json")]
     assert "NaN or Infinity" in bad[0]["detail"] and "lone surrogate" in bad[1]["detail"]
+
+
+@pytest.mark.parametrize("layout", ["pretty", "one line", "cut"])
+def test_a_record_nested_too_deep_is_one_reject_not_the_whole_file(tmp_path, layout):
+    """A record holding 10,000 nested lists in a field that is not the text is beyond what orjson (1,024
+    levels) or Python's json (~1,000) parses, so the whole array did not parse: a small file was read as
+    JSON Lines, one malformed_json reject of its first line and every record lost (exit 0), and a cut
+    file's unit failed whole. Now that record is one malformed_json reject naming the depth; a NaN
+    next to it is still its own reject."""
+    records = [dict(r) for r in RECORDS[:300]]
+    records[3]["score"] = float("nan")
+    records[7]["tree"] = "DEEP"  # json.dumps cannot write a value that deep: put in after
+    body = json.dumps(records, indent=None if layout == "one line" else 2)
+    body = body.replace('"DEEP"', "[" * 10_000 + "]" * 10_000, 1)
+    path = tmp_path / "a.json"
+    path.write_text(body, encoding="utf-8")
+    units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)],
+                                            unit_bytes=4096 if layout == "cut" else 1 << 20)
+    assert (len(units) > 1) == (layout == "cut")
+    kept = [i for i in range(300) if i not in (3, 7)]
+    assert texts == [records[i]["text"] for i in kept] and positions == kept
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (7, "malformed_json")]
+    assert "nested deeper than" in bad[1]["detail"] and bad[1]["text"].startswith("{")
