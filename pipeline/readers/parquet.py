@@ -217,12 +217,18 @@ def _texts_of(column, errors: str) -> list:
 
 def _is_text(t) -> bool:
     import pyarrow as pa
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "is_string_view")
 
 
 def _is_binary(t) -> bool:
     import pyarrow as pa
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "is_binary_view")
+
+
+def _is_view(t, test: str) -> bool:
+    """pyarrow >= 16 has view types; the floor (pyproject) is 14, which has neither type nor test."""
+    import pyarrow as pa
+    return getattr(pa.types, test, lambda _t: False)(t)
 
 
 class _BadUtf8:
