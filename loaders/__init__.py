@@ -8,6 +8,7 @@
     plan.py      LoaderConfig, per-dataset sample spaces, epoch -> per-rank rows
     collate.py   rows -> one byte buffer per batch (worker) -> training dict (device)
     prefetch.py  pinned buffers, side-stream H2D copies
+    ranks.py     rank / world size from the arguments or torch.distributed, re-checked per pass
     loader.py    MemmapLoader around torch's DataLoader; state_dict / load_state_dict
     bench.py     run_loader_bench, behind `prep bench-loader`
 """

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from pipeline.errors import PrepError
@@ -32,6 +31,7 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
+from .ranks import RankSource
 from .shards import TokenShards
 
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
@@ -200,10 +200,8 @@ class MemmapLoader:
         _check_config_names(config)
         self.config = LoaderConfig(**config)
         specs = _parse_sources(data)
-        if rank is None or world_size is None:
-            initialized = dist.is_available() and dist.is_initialized()
-            rank = rank if rank is not None else (dist.get_rank() if initialized else 0)
-            world_size = world_size if world_size is not None else (dist.get_world_size() if initialized else 1)
+        self._ranks = RankSource(rank, world_size)  # None: torch.distributed's, re-checked at each pass
+        rank, world_size = self._ranks.rank, self._ranks.world_size
         # checked as integers: rank=1.5 was truncated to rank 1 (two processes reading one rank's rows)
         world_size, rank = _check_count("world_size", world_size, 1), _check_count("rank", rank, 0)
         if rank >= world_size:
@@ -275,6 +273,7 @@ class MemmapLoader:
 
     def __iter__(self) -> Iterator[dict]:
         """The remaining batches of the current epoch; at its end the epoch advances."""
+        self._ranks.check(self.rank, self.world_size)  # built before init_process_group: every rank read rank 0's
         self._restored = False
         kept, self._kept_position = self._kept_position, False
         for s in self.plan.sources:  # one stat each: rebuilt under us, the plan would mix two datasets

@@ -1,5 +1,8 @@
-"""Two CPU processes with the gloo backend: disjoint samples that together cover the epoch."""
+"""CPU processes with the gloo backend: disjoint samples that together cover the epoch, a resume in
+fresh processes, and a loader built before the process group."""
 
+import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 WORKER = Path(__file__).with_name("dist_worker.py")
+TRAINER = Path(__file__).with_name("dist_trainer.py")
 
 
 def test_two_gloo_ranks_split_the_epoch(dataset, lengths, tmp_path):
@@ -34,3 +38,71 @@ def test_two_gloo_ranks_split_the_epoch(dataset, lengths, tmp_path):
             starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
             want = np.concatenate([np.arange(s, s + min(n, 64)) + 1 for s, n in zip(starts, lengths) if n >= 2])
             assert np.array_equal(both, want)
+
+
+def run_ranks(tmp_path: Path, name: str, world: int, **job) -> list[dict]:
+    """Start `world` dist_trainer.py processes on one job; each rank's results."""
+    work = tmp_path / name
+    work.mkdir()
+    job["out"] = str(work / "rank%d.pkl")
+    (work / "job.json").write_text(json.dumps(job))
+    procs = [subprocess.Popen([sys.executable, str(TRAINER), str(r), str(world), str(work / "rdzv"),
+                               str(work / "job.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(world)]
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=170)
+            assert p.returncode == 0, out.decode()[-3000:]
+    finally:
+        for p in procs:  # a rank left waiting on a failed peer's barrier
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [pickle.loads((work / f"rank{r}.pkl").read_bytes()) for r in range(world)]
+
+
+def test_a_loader_built_before_init_process_group_is_refused(dataset, tmp_path):
+    """Built before init_process_group, the loader took rank 0 of world_size 1 in every process, and both
+    ranks trained on the same batches, silently; the pass now stops in one line naming the fix."""
+    runs = {"windows": {"batch_size": 3, "seq_len": 32, "cache_dir": False}}
+    ranks = run_ranks(tmp_path, "late", 2, dataset=str(dataset), runs=runs, epochs=1, late_init=True)
+    for r, got in enumerate(ranks):
+        error = got["windows"].get("error", "")
+        assert "built before torch.distributed.init_process_group" in error, got["windows"].get("seen", [])[:1]
+        assert f"this process is rank {r} of 2" in error and "\n" not in error
+    # built after init_process_group, the same job runs: the ranks split every step
+    ranks = run_ranks(tmp_path, "early", 2, dataset=str(dataset), runs=runs, epochs=1)
+    first = [got["windows"]["seen"][0][1] for got in ranks]
+    assert first[0].shape == (3, 32) and not np.intersect1d(first[0][:, 0], first[1][:, 0]).size
+
+
+def test_resume_in_fresh_gloo_processes(dataset, tmp_path):
+    """The trainer's loop (set_epoch at each epoch) on two gloo ranks, stopped and resumed in fresh
+    processes with other worker settings: each rank continues with exactly the batches of the
+    uninterrupted run, inside the second epoch and exactly at the first one's end."""
+    base = {"seq_len": 64, "seed": 5, "cache_dir": str(tmp_path / "cache")}
+    runs = {"packed": {**base, "mode": "packed", "batch_size": 2},
+            "budget": {**base, "mode": "grouped", "pad_multiple": 16, "max_tokens": 256},
+            "windows": {**base, "batch_size": 2, "doc_aligned": True, "drop_last": False}}
+    job = {"dataset": str(dataset), "runs": runs, "epochs": 2}
+    full = run_ranks(tmp_path, "full", 2, **job)
+    for name in runs:
+        lens = [got[name]["lens"] for got in full]
+        assert lens[0] == lens[1] and [len(got[name]["seen"]) for got in full] == [sum(lens[0])] * 2
+    per_epoch = {name: full[0][name]["lens"][0] for name in runs}
+    stop_at = {"packed": per_epoch["packed"] + 3, "budget": per_epoch["budget"], "windows": per_epoch["windows"] // 2}
+    head = run_ranks(tmp_path, "head", 2, **job, stop_at=stop_at)
+    for r, got in enumerate(head):  # each rank saves its own state, as a trainer's checkpoint does
+        (tmp_path / f"states{r}.pkl").write_bytes(pickle.dumps({name: got[name]["state"] for name in runs}))
+    assert head[0]["budget"]["state"]["epoch"] == 0  # stopped on epoch 0's last batch
+    # other worker settings on resume; a spawned worker pickles the loader's dataset
+    other = {"packed": {"num_workers": 1}, "budget": {"num_workers": 1, "multiprocessing_context": "spawn"},
+             "windows": {"num_workers": 1, "persistent_workers": True}}
+    resumed = run_ranks(tmp_path, "resumed", 2, **{**job, "runs": {n: {**kw, **other[n]} for n, kw in runs.items()}},
+                        resume=str(tmp_path / "states%d.pkl"))
+    for name in runs:
+        for r in range(2):
+            want = full[r][name]["seen"][stop_at[name]:]
+            got = resumed[r][name]["seen"]
+            assert [e for e, _, _ in got] == [e for e, _, _ in want], name
+            assert all(np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2]) for a, b in zip(got, want)), name
