@@ -347,7 +347,10 @@ class MemmapLoader:
             self._passes += 1
             self._kept_position = True  # the next pass is the trainer's epoch-e pass (see __iter__)
             return
-        if restored and self.consumed:
+        # a state taken on epoch e's last batch has nothing of e left: set_epoch(e + 1) next is where it
+        # goes (a trainer counting epochs by finished steps), not a position dropped
+        at_end = epoch == self.epoch + 1 and not self.plan.batch_starts(self.epoch, self.consumed)
+        if restored and self.consumed and not at_end:
             warnings.warn(f"set_epoch({epoch}) right after load_state_dict of a state {self.consumed} "
                           f"{self.state_dict()['unit']} into epoch {self.epoch}: that position is dropped and epoch "
                           f"{epoch} starts from its beginning; call set_epoch({self.epoch}), or none, to resume it",

@@ -277,3 +277,27 @@ def test_set_epoch_to_another_epoch_after_load_state_dict_warns(dataset):
                                          r"epoch 0: that position is dropped"):
         b.set_epoch(2)
     assert b.state_dict()["epoch"] == 2 and b.state_dict()["consumed"] == 0
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_set_epoch_to_the_next_epoch_after_a_state_at_an_epoch_end_does_not_warn(dataset, drop_last):
+    """A state taken on epoch 0's last batch has nothing of epoch 0 left; a trainer that counts epochs by
+    finished steps calls set_epoch(1) next. That warned that the position was dropped and advised
+    set_epoch(0), though epoch 1 from its start is exactly where the run goes on."""
+    import warnings
+
+    args = dict(batch_size=4, seq_len=T, mode="packed", seed=3, drop_last=drop_last, cache_dir=False)
+    a = MemmapLoader(dataset, **args)
+    per_epoch = len(a)
+    for _ in itertools.islice(a, per_epoch):  # stop on the last batch, without finishing the pass
+        pass
+    b = MemmapLoader(dataset, **args).load_state_dict(a.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b.set_epoch(1)
+    assert same(collect(b), collect(MemmapLoader(dataset, epoch=1, **args)))
+    c = MemmapLoader(dataset, **args)
+    collect(c, limit=per_epoch - 1)  # one batch short of the end: that position is dropped, and said so
+    d = MemmapLoader(dataset, **args).load_state_dict(c.state_dict())
+    with pytest.warns(UserWarning, match="that position is dropped"):
+        d.set_epoch(1)
