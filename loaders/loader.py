@@ -111,11 +111,26 @@ def _passthrough(raw):
     return raw
 
 
-def _order_difference(saved, mine: dict) -> str:
-    """'another mode ('windows'; this loader: 'packed')' for the fields of two order_fields() that differ."""
+def _order_difference(saved, mine: dict, saved_world=None, batch_size=None, world_size=None) -> str:
+    """'another mode ('windows'; this loader: 'packed')' for the fields of two order_fields() that differ.
+    The grouped global batch is told as batch_size x world_size: resuming on more GPUs changes it, and
+    "grouped_global_batch 6 (this loader: 9)" named neither."""
     if not isinstance(saved, dict):  # a state from before the fields were saved
         return "other data or another sample order (datasets, weights, mode, seq_len, seed, or the grouped global batch)"
-    diff = [f"{k} {saved.get(k)!r} (this loader: {mine[k]!r})" for k in mine if saved.get(k) != mine[k]]
+    diff = []
+    for k in mine:
+        if saved.get(k) == mine[k]:
+            continue
+        if k == "grouped_global_batch" and mine[k] is not None:
+            was, fit = saved.get(k), ""
+            if is_int(saved_world) and saved_world != world_size:
+                was = f"{was} on world_size {saved_world}"
+            if is_int(saved.get(k)) and saved[k] % world_size == 0:
+                fit = f": pass batch_size={saved[k] // world_size} to resume it on {world_size} ranks"
+            diff.append(f"grouped global batch {was} (this loader: {mine[k]} = batch_size {batch_size} x world_size "
+                        f"{world_size}; the grouped order is built per global batch{fit})")
+        else:
+            diff.append(f"{k} {saved.get(k)!r} (this loader: {mine[k]!r})")
     return "another run: " + ("; ".join(diff) if diff else "the sample order differs")
 
 
@@ -383,7 +398,9 @@ class MemmapLoader:
                 raise PrepError(f"loader state field {key!r} must be an integer >= 0, got {v!r}; pass the dict "
                                 "state_dict() returned, unchanged")
         if strict and state.get("fingerprint") != self.plan.fingerprint:
-            raise PrepError(f"loader state was saved for {_order_difference(state.get('order'), self.plan.order_fields())}; "
+            why = _order_difference(state.get("order"), self.plan.order_fields(), state.get("world_size"),
+                                    self.config.batch_size, self.world_size)
+            raise PrepError(f"loader state was saved for {why}; "
                             "resuming would not continue the same run. Construct the loader with the saved "
                             "settings, or pass strict=False to resume anyway")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])

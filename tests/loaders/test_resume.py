@@ -301,3 +301,23 @@ def test_set_epoch_to_the_next_epoch_after_a_state_at_an_epoch_end_does_not_warn
     d = MemmapLoader(dataset, **args).load_state_dict(c.state_dict())
     with pytest.warns(UserWarning, match="that position is dropped"):
         d.set_epoch(1)
+
+
+def test_grouped_state_from_another_world_size_names_the_batch_size_that_resumes_it(dataset):
+    """A grouped state resumed on more ranks was refused as 'grouped_global_batch 6 (this loader: 9)',
+    naming neither the world size nor what to pass; batch_size=2 on 3 ranks does resume it exactly."""
+    args = dict(seq_len=T, mode="grouped", pad_multiple=16, seed=4, cache_dir=False)
+    two = [MemmapLoader(dataset, batch_size=3, rank=r, world_size=2, **args) for r in range(2)]
+    for loader in two:
+        collect(loader, limit=4)
+    three = MemmapLoader(dataset, batch_size=3, rank=0, world_size=3, **args)
+    with pytest.raises(PrepError) as e:
+        three.load_state_dict(two[0].state_dict())
+    assert ("grouped global batch 6 on world_size 2 (this loader: 9 = batch_size 3 x world_size 3; the grouped "
+            "order is built per global batch: pass batch_size=2 to resume it on 3 ranks)") in str(e.value)
+    fitted = [MemmapLoader(dataset, batch_size=2, rank=r, world_size=3, **args).load_state_dict(two[0].state_dict())
+              for r in range(3)]
+    want = collect(MemmapLoader(dataset, batch_size=6, **args))[4:7]
+    got = [collect(loader, limit=3) for loader in fitted]
+    for step in range(3):
+        assert np.array_equal(np.concatenate([g[step]["input_ids"] for g in got]), want[step]["input_ids"])
