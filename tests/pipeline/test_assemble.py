@@ -301,15 +301,15 @@ def test_the_index_is_written_beside_the_data_sync_and_a_full_disk_there_names_t
 
     import pipeline.assemble as assemble
 
-    real, threads = assemble.write_idx, []
+    real, threads = assemble.write_idx_blocks, []
 
-    def write_idx(path, lengths, dtype, sync=True):
+    def write_idx_blocks(path, num_seqs, blocks, dtype, sync=True):
         threads.append(threading.current_thread().name)
         if fail:
             path.write_bytes(b"MMIDIDX")  # a partial index, left for the cleanup to remove
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, lengths, dtype, sync)
-    monkeypatch.setattr(assemble, "write_idx", write_idx)
+        return real(path, num_seqs, blocks, dtype, sync)
+    monkeypatch.setattr(assemble, "write_idx_blocks", write_idx_blocks)
     parts, docs = _write_parts(tmp_path / "parts", [[40, 3], [40], [5, 40], [40]])
     if fail:
         _assert_placing_fails_cleanly(tmp_path, parts, errno.ENOSPC)
@@ -413,3 +413,62 @@ def test_placed_builds_are_released(tmp_path, monkeypatch):
     alive = [ref() is not None for ref in builds]
     assert len(alive) == 5 and not any(alive[:2])  # at most the closing ones and the open one remain
     assert len(asm.close()) == 5
+
+
+def test_a_shard_index_is_written_from_its_parts_a_block_at_a_time(tmp_path, monkeypatch):
+    """One shard of many tiny documents: the parent kept every document's length (8 bytes each), then
+    wrote the .idx from arrays of all of them (~44 bytes per document at once), so its peak memory grew
+    with the corpus (4 M documents of ~12 tokens in one shard: 206 MiB against ~60). The index is now
+    written from the parts' indexes a block at a time: what placing allocates (tracemalloc, numpy's
+    arrays included: the same count on any machine) stays under what the shard's lengths alone take
+    as int32, and the index holds every document's length and byte offset."""
+    import tracemalloc
+
+    import pipeline.manifest as manifest
+
+    monkeypatch.setattr(manifest, "IDX_BLOCK_DOCS", 1000)
+    rng = np.random.default_rng(5)
+    sizes = [rng.integers(1, 6, 50_000) for _ in range(4)]  # 200,000 documents of 1-5 tokens
+    parts, docs = _write_parts(tmp_path / "parts", sizes)
+    out = tmp_path / "out"
+    out.mkdir()
+    asm = ShardAssembler(tmp_path / "parts" / "train", out, np.uint16, 1 << 30)
+    tracemalloc.start()
+    try:
+        for p in parts:
+            asm.add(p)
+        (info,) = asm.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    lengths = np.concatenate(sizes)
+    assert peak < 4 * lengths.size, peak  # 800 KB; written whole: ~9 MB
+    header, got_lengths, pointers = read_idx(out / f"{info.name}.idx")
+    assert header.num_seqs == info.num_docs == lengths.size
+    assert np.array_equal(got_lengths, lengths)
+    assert np.array_equal(pointers, 2 * (np.cumsum(lengths) - lengths))  # uint16: 2 bytes per token
+    ids, _, sha = _read_shard(out / info.name)
+    assert np.array_equal(ids, np.concatenate([d[0] for d in docs])) and sha == info.sha256
+
+
+def test_a_kept_shard_index_is_checked_block_by_block(tmp_path, monkeypatch):
+    """A resumed run checks a journaled shard's index a block at a time (usable_placed): whole, it is
+    kept; one pointer wrong in its last block, it is rebuilt."""
+    import pipeline.manifest as manifest
+    from pipeline.assemble import usable_placed
+
+    monkeypatch.setattr(manifest, "IDX_BLOCK_DOCS", 3)
+    parts, _ = _write_parts(tmp_path / "parts", [[2, 3, 4, 5], [1, 1, 1], [7, 8]])  # 9 documents: 3 blocks
+    journal = []
+    stream = PartStream(tmp_path / "parts", tmp_path / "out", ("train",), np.uint16, 10_000, background=False,
+                        journal=lambda split, k, info, names: journal.append({**info, "parts": names}))
+    for p in parts:
+        stream.feed({"shards": {"train": [p]}})
+    stream.finish()
+    dst = tmp_path / "out" / "train"
+    assert usable_placed(dst, journal, np.uint16) == journal
+    idx = dst / f"{journal[0]['name']}.idx"
+    data = bytearray(idx.read_bytes())
+    data[34 + 4 * 9 + 8 * 8] ^= 2  # the last document's pointer: 2 bytes more
+    idx.write_bytes(bytes(data))
+    assert usable_placed(dst, journal, np.uint16) == []

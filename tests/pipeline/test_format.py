@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import pipeline.readers.jsonl as jsonl
 from pipeline.errors import PrepError
-from pipeline.manifest import dtype_for_vocab, read_idx, write_idx
+from pipeline.manifest import dtype_for_vocab, read_idx, write_idx, write_idx_blocks
 from pipeline.shards import RollingShardWriter, check_id_range
 
 
@@ -27,6 +27,38 @@ def test_idx_layout_byte_for_byte(tmp_path):
     header, got_len, got_ptr = read_idx(tmp_path / "a.idx")
     assert header.num_seqs == 3 and header.dtype == np.uint16
     assert got_len.tolist() == [3, 0, 7] and got_ptr.tolist() == [0, 6, 6]
+
+
+def _reference_idx(lengths: list[int], code: int, itemsize: int) -> bytes:
+    """The MMIDIDX v1 bytes, built here from the layout, independently of pipeline.manifest."""
+    n = len(lengths)
+    pointers = [itemsize * sum(lengths[:i]) for i in range(n)]
+    return (b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, code, n, n + 1) + struct.pack(f"<{n}i", *lengths)
+            + struct.pack(f"<{n}q", *pointers) + struct.pack(f"<{n + 1}q", *range(n + 1)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(blocks=st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=7), max_size=6),
+       block_docs=st.integers(1, 4), wide=st.booleans())
+def test_an_index_written_in_blocks_is_the_index_written_whole(tmp_path_factory, blocks, block_docs, wide):
+    """write_idx_blocks (a final shard's index from its parts' indexes, a block at a time) writes the
+    layout's bytes, whatever the blocks and the block size (pointers carried across blocks, past 2^32
+    bytes for int32 ids), and returns the file's crc32."""
+    import zlib
+
+    import pipeline.manifest as manifest
+
+    path = tmp_path_factory.mktemp("idx") / "a.idx"
+    lengths = [n for b in blocks for n in b]
+    dtype, code = (np.int32, 4) if wide else (np.uint16, 8)
+    real = manifest.IDX_BLOCK_DOCS
+    manifest.IDX_BLOCK_DOCS = block_docs  # not monkeypatch: hypothesis runs examples in one test call
+    try:
+        crc = write_idx_blocks(path, len(lengths), lambda: [np.array(b, dtype="<i4") for b in blocks], dtype)
+    finally:
+        manifest.IDX_BLOCK_DOCS = real
+    assert path.read_bytes() == _reference_idx(lengths, code, np.dtype(dtype).itemsize)
+    assert crc == zlib.crc32(path.read_bytes())
 
 
 def test_idx_crc_and_sync(tmp_path, monkeypatch):
