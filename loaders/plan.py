@@ -7,9 +7,11 @@ of each source's samples, recomputed on demand from (seed, epoch, p) - never sto
 mode materializes an n-sized array per epoch (its length-sorted order), cached on disk.
 
 Global batch g covers positions [start, start + batch_size * world_size); rank r takes rows
-[start + r * batch_size, ...). With `max_tokens`, the unit is a token-budget micro-batch instead and
-rank r takes micro-batch start + r. Resume state is the number of units consumed, so it does not
-depend on num_workers, and (at the same global batch) not on world_size either.
+[start + r * batch_size, ...), and of a shorter last batch (drop_last=False) of m rows, rows
+[start + r * m // W, start + (r + 1) * m // W) (`rank_slice`). With `max_tokens`, the unit is a
+token-budget micro-batch instead and rank r takes micro-batch start + r. Resume state is the number
+of units consumed, so it does not depend on num_workers, and (at the same global batch) not on
+world_size either.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class LoaderConfig:
     """False: samples in dataset order (evaluation); grouped then sorts consecutive megabatches."""
     seed: int = 0
     drop_last: bool = True
-    """Drop the epoch's last partial global batch; else fill it up with padding rows (labels -100)."""
+    """Drop the epoch's last partial global batch; else keep it, its rows spread evenly over the ranks,
+    each rank's part filled up to batch_size with padding rows (labels -100; a rank gets only those when
+    the batch has fewer rows than ranks, or with max_tokens fewer micro-batches: README)."""
     samples_per_epoch: int | None = None
     """Positions per epoch; default: every sample once (one dataset) or the most the mix allows."""
 
@@ -435,14 +439,15 @@ class EpochPlan:
         if self.token_budget():
             g = self.grouped_order(epoch)
             mb = start + rank
-            if mb >= n:  # epoch tail without drop_last: this rank gets one all-padding row
+            # epoch tail without drop_last: this rank gets one all-padding row, no target (a NaN mean
+            # loss, as documented in the README): a micro-batch is the unit resume counts, not split here
+            if mb >= n:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64), min(c.pad_multiple, c.seq_len)
             a, b = int(g["bounds"][mb]), int(g["bounds"][mb + 1])
             width = int(padded_width(int(np.max(g["lengths"][a:b])), c.pad_multiple, c.seq_len))
             return *self.lookup(epoch, g["order"][a:b]), width
         stop = min(start + self.units_per_step(), n)
-        a = min(start + rank * c.batch_size, stop)
-        b = min(a + c.batch_size, stop)
+        a, b = rank_slice(start, stop, rank, self.world_size)
         if c.mode != "grouped":
             return *self.lookup(epoch, np.arange(a, b)), 0
         g = self.grouped_order(epoch)
@@ -474,6 +479,19 @@ class EpochPlan:
             padded = int(np.sum(width * np.diff(bounds)))
             out["padding_fraction"] = 1.0 - float(lens.sum()) / max(1, padded)
         return out
+
+
+def rank_slice(start: int, stop: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rank `rank`'s rows [a, b) of the m = stop - start rows of one global batch: m * rank // W on.
+
+    A full batch gives each rank batch_size rows, as before. A drop_last=False tail is spread evenly,
+    contiguously and in rank order: it was cut into batch_size slices, so world 4, batch_size 8 and a
+    tail of 10 rows gave ranks 8, 2, 0 and 0 real rows, and the all-padding ranks' mean loss was
+    0 / 0 = NaN (spread to every rank by the DDP all-reduce); now 2, 3, 2, 3. The slices still
+    concatenate to the tail in order (the world_size=1 batch: resume across world sizes). Only with
+    m < W does a rank get no row (README, "Feeding PyTorch")."""
+    m = stop - start
+    return start + rank * m // world_size, start + (rank + 1) * m // world_size
 
 
 def hash_dict(d: dict) -> int:

@@ -138,6 +138,35 @@ def test_more_ranks_than_rows_get_clean_padding_rows(small, mode):
     assert padding  # guard: 12 windows, 13 packed rows, 5 documents for 8 ranks: some ranks pad
 
 
+# 42 rows of 4 tokens each mode: one global batch of 4 ranks x 8 rows, and a tail of 10 rows
+TAIL_OF_TEN = {"windows": [169], "packed": [4] * 42, "grouped": [4] * 42}
+
+
+@pytest.mark.parametrize("mode", sorted(TAIL_OF_TEN))
+def test_a_partial_last_batch_gives_every_rank_a_target_so_no_rank_loss_is_nan(tmp_path, mode):
+    """drop_last=False, 4 ranks of batch_size 8, a last global batch of 10 rows: it was cut into slices
+    of 8, so ranks 2 and 3 got padding rows only and their mean cross_entropy was NaN (under DDP the
+    all-reduce spreads it to every rank). The 10 rows are now spread 2, 3, 2, 3, in order."""
+    torch = pytest.importorskip("torch")
+    path = make_dataset(tmp_path / "d", TAIL_OF_TEN[mode])
+    lasts = []
+    for rank in range(4):
+        batches = collect(MemmapLoader(path, batch_size=8, seq_len=4, mode=mode, rank=rank, world_size=4,
+                                       drop_last=False, cache_dir=False))
+        assert len(batches) == 2  # guard: one full global batch, then the tail
+        lasts.append(batches[-1])
+    targets = [int((b["labels"] != -100).any(axis=1).sum()) for b in lasts]
+    assert targets == [2, 3, 2, 3]
+    for b in lasts:
+        labels = torch.from_numpy(b["labels"]).reshape(-1)
+        loss = torch.nn.functional.cross_entropy(torch.zeros(labels.numel(), 256), labels)
+        assert torch.isfinite(loss)
+    # the tail once, in order: rank after rank, the first token of each real row
+    firsts = np.concatenate([b["input_ids"][b["input_ids"][:, 0] > 0, 0] for b in lasts])
+    whole = collect(MemmapLoader(path, batch_size=32, seq_len=4, mode=mode, drop_last=False, cache_dir=False))[-1]
+    assert firsts.tolist() == whole["input_ids"][:10, 0].tolist() and whole["input_ids"][10:].max() == 0
+
+
 @pytest.mark.parametrize("kw, advice", [
     ({"batch_size": 1, "world_size": 8}, "global batch of 8; use fewer than 8 ranks, or pass drop_last=False"),
     ({"batch_size": 2, "world_size": 4}, "lower batch_size (now 2), use fewer than 4 ranks, or pass drop_last=False"),
