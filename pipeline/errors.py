@@ -38,7 +38,8 @@ class EngineFailed(PrepError):
     """The tokenizer engine raised on a document: a fault of the engine (or of prep), not of the input,
     so it stops the run under `on_bad_record: skip` too, naming the document (it used to be a worker's
     traceback naming none). Re-run to resume; every backend gives the same ids, so `--set
-    tokenizer.backend=hf` resumes the run on the reference engine."""
+    tokenizer.backend=hf` resumes the run on the reference engine (for a tokenizer.json: a
+    `tiktoken:<name>` encoding has no other engine)."""
 
 
 # errors that stop the run whatever on_bad_record says, and do not mark their file as damaged

@@ -24,7 +24,8 @@ from pathlib import Path
 __all__ = ["cache_dir", "spec_key", "load", "store", "versions"]
 
 # the proof's code is part of the key (unicode_gaps.py: its probe's result is cached with the spec)
-_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py", "joined.py", "unicode_gaps.py")
+_CODE = ("fast_bpe.py", "tokenizers.py", "tokenizer_cache.py", "added_tokens.py", "joined.py", "unicode_gaps.py",
+         "tiktoken_encode.py")
 _ENGINES = ("tokenizers", "gigatoken", "tiktoken")
 
 

@@ -281,8 +281,9 @@ class _Sink:
                 shown = (f"the document at {unit_word} {int(positions[i])} ({len(text):,} characters, "
                          f"starting {text[:40]!r})")
                 break
+        # a tiktoken:<name> encoding has no other engine (backend hf refuses it)
         fix = ("; to go on, re-run with `--set tokenizer.backend=hf`: the reference engine gives the same ids, so "
-               "the run resumes" if spec.backend != "hf" else "")
+               "the run resumes" if spec.backend != "hf" and not spec.is_tiktoken_name else "")
         said = " ".join(str(error).split())  # one line, as the CLI prints errors
         return EngineFailed(f"{where}: {engine} failed on {shown}: {type(error).__name__}: {said}. This is a bug "
                             f"in the engine or in prep: please report it with that document{fix}")
