@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.errors import STOPS_THE_RUN, PrepError
-from pipeline.readers.base import WorkUnit, decode_errors, open_input
+from pipeline.readers.base import WorkUnit, decode_errors, open_input, trailing_note
 from pipeline.readers.salvage import salvaging_reader
 
 __all__ = ["Spooler", "open_window", "WindowFile", "SPOOL_BLOCK"]
@@ -63,15 +63,19 @@ SPOOL_THREADS_PER_WORKERS = 8  # files spooled at once: one per this many worker
 _STOPPING_KINDS = {kind.__name__: kind for kind in STOPS_THE_RUN}
 
 HEADER = 8  # a window file starts with its first byte's offset in the stream (uint64, little-endian)
+NOTE = ".note"  # beside the window that ends the stream: bytes after its last member (WindowFile.trailing_note)
 
 
 class WindowFile:
     """A window file read at the offsets of the decompressed stream it was cut from; `base` is the
     stream offset of its first byte."""
 
-    def __init__(self, f):
+    def __init__(self, f, trailing_note: str | None = None):
         self._f = f
         self.base = int.from_bytes(f.read(HEADER), "little")
+        # what the stream's end held past its last compressed member (readers.base.trailing_note): said
+        # by the unit whose window reaches that end
+        self.trailing_note = trailing_note
 
     def seek(self, offset: int, whence: int = 0) -> int:
         assert whence == 0
@@ -95,7 +99,13 @@ class WindowFile:
 
 def open_window(unit: WorkUnit) -> WindowFile:
     """The unit's window once the parent has written it (see wait_window)."""
-    return WindowFile(open(wait_window(unit), "rb"))
+    path = wait_window(unit)
+    try:
+        with open(path + NOTE, encoding="utf-8") as f:
+            note = f.read()
+    except FileNotFoundError:
+        note = None
+    return WindowFile(open(path, "rb"), note)
 
 
 def wait_window(unit: WorkUnit) -> str:
@@ -177,7 +187,8 @@ class Spooler:
         key = self._file_of.get(index)
         if key is None:
             return
-        for p in (self.dir / f"u{index:07d}.win", self.dir / f"u{index:07d}.win.error"):
+        for p in (self.dir / f"u{index:07d}.win", self.dir / f"u{index:07d}.win.error",
+                  self.dir / f"u{index:07d}.win{NOTE}"):
             p.unlink(missing_ok=True)
         self._slots[key].release()
 
@@ -223,6 +234,13 @@ class Spooler:
         out = open(self.window(unit) + ".tmp", "wb")
         out.write(base.to_bytes(HEADER, "little"))
         return out
+
+    def _end_of_stream(self, out, unit: WorkUnit, stream) -> None:
+        """`unit`'s window (`out`, being written) ends `stream`, read to its end: the bytes the stream
+        met after its last compressed member, if any, are told to the unit (readers.base.trailing_note),
+        in a file written before the window (its worker reads both once the window is there)."""
+        if out is not None and (note := trailing_note(unit.path, stream)) is not None:
+            _write_atomic(self.window(unit) + NOTE, note.encode())
 
     def _close(self, out, unit: WorkUnit, written: set[int]) -> None:
         if out is None:
@@ -295,6 +313,8 @@ class Spooler:
                 if out is not None:
                     out.close()
                 raise
+            if u.end < 0:
+                self._end_of_stream(out, u, stream)
             self._close(out, u, written)
 
     def _csv_windows(self, key, stream, units: list[WorkUnit], written: set[int], dialect) -> None:
@@ -327,6 +347,7 @@ class Spooler:
             if out is not None:
                 out.close()
             raise
+        self._end_of_stream(out, units[k], stream)
         self._close(out, units[k], written)
         for u in units[k + 1:]:
             self._close(self._open(key, u, pos), u, written)

@@ -12,7 +12,8 @@ so the same documents in two formats get the same train/val split only at val_fr
 
 Compressed inputs (.gz, .zst, .bz2, .xz) are decompressed here with end-of-stream checks: a truncated one stops its
 unit with an error naming the file and the compressed byte offset, never a silently short read
-(zstandard's stream reader returns EOF at a truncated frame; `_ZstdReader` does not).
+(zstandard's stream reader returns EOF at a truncated frame; members.ZstdMembers does not), member
+by member, so that bytes after the last member are told from damage (members.py).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ import numpy as np
 
 from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError
+from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
 __all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
-           "REJECT_PREVIEW_CHARS", "value_preview", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt"]
+           "REJECT_PREVIEW_CHARS", "value_preview", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt", "trailing_note"]
 
 REJECT_PREVIEW_CHARS = 200
 # Rows per columnar read (Parquet record batches, datasets slices): at most this many, whatever the
@@ -578,66 +580,22 @@ def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
     return _RANGES[path]
 
 
-class InputCorrupt(OSError):
-    """A compressed stream that ends early or does not decode."""
-
-
-class _ZstdReader(io.RawIOBase):
-    """Decompress a (multi-frame) .zst stream; a frame cut short raises InputCorrupt."""
-
-    FEED = 1 << 17  # compressed bytes per step: bounds the output of one step to FEED x the ratio
-
-    def __init__(self, raw: BinaryIO):
-        import zstandard
-        self._raw = raw
-        self._dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
-        self._obj = None       # the frame being decoded, None between frames
-        self._in = b""         # compressed bytes not fed yet (from the next frame)
-        self._out = b""
-        self._out_pos = 0
-        self._eof = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while self._out_pos >= len(self._out):
-            if self._eof:
-                return 0
-            self._fill()
-        n = min(len(b), len(self._out) - self._out_pos)
-        b[:n] = self._out[self._out_pos:self._out_pos + n]
-        self._out_pos += n
-        return n
-
-    def _fill(self) -> None:
-        data = self._in or self._raw.read(self.FEED)
-        self._in = b""
-        if not data:
-            if self._obj is not None:
-                raise InputCorrupt("the last zstd frame is truncated (end of file inside a frame)")
-            self._eof = True
-            return
-        if self._obj is None:
-            self._obj = self._dctx.decompressobj()
-        try:
-            self._out, self._out_pos = self._obj.decompress(data), 0
-        except Exception as e:  # zstd.ZstdError
-            raise InputCorrupt(f"zstd: {e}") from None
-        if self._obj.eof:
-            self._in = self._obj.unused_data
-            self._obj = None
-
-
 def _gzip():
     """isal's igzip when installed (ISA-L: 57.6 MB of JSONL from gzip -6 in 0.070 s instead of the
-    standard library's 0.199 s, one core), else the standard library's gzip; same interface, same
-    errors for truncated or non-gzip files."""
+    standard library's 0.199 s, one core), else the standard library's gzip."""
     try:
         from isal import igzip
         return igzip
     except ImportError:
         return gzip
+
+
+def _inflate():
+    """The inflate module of _gzip(): isal_zlib, or the standard library's zlib (GzipMembers)."""
+    if _gzip() is gzip:
+        return zlib
+    from isal import isal_zlib
+    return isal_zlib
 
 
 def decode_failures() -> tuple[type, ...]:
@@ -693,10 +651,11 @@ def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[Bina
 
 def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
     comp = compression_of(path)
+    # member by member, so that bytes after the last one are told apart from damage (members.py)
     if comp == "gzip":
-        return _gzip().GzipFile(fileobj=raw, mode="rb"), raw
+        return io.BufferedReader(GzipMembers(raw, _inflate()), buffer_size=1 << 20), raw
     if comp == "zstd":
-        return io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 20), raw
+        return io.BufferedReader(ZstdMembers(raw), buffer_size=1 << 20), raw
     if comp == "bz2":  # multi-stream (pbzip2's output too); truncated: EOFError, damaged: OSError
         import bz2
         return bz2.BZ2File(raw), raw
@@ -707,12 +666,16 @@ def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
 
 
 @contextmanager
-def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", storage_options: dict | None = None):
+def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", storage_options: dict | None = None,
+                  stream=None, bad: BadRecords | None = None):
     """Turn a damaged input (truncated/corrupt .gz/.zst, vanished file) into a PrepError naming the file
     and the byte offset reached, with the fix; a file whose bytes are not of the compression its suffix
-    names (plain JSON Lines called .gz), into a SchemaError naming the rename (sniff.py)."""
+    names (plain JSON Lines called .gz), into a SchemaError naming the rename (sniff.py). With `stream`
+    and `bad`: bytes the stream met after its last compressed member become a note (trailing_note)."""
     try:
         yield
+        if bad is not None and (note := trailing_note(path, stream)) is not None:
+            bad.notice("trailing_garbage", note)
     except PrepError:
         raise
     except FileNotFoundError as e:
@@ -724,6 +687,23 @@ def decode_errors(path: str, raw: BinaryIO, what: str = "compressed byte", stora
         raise PrepError(f"{path}: corrupt or truncated input{_damage_at(path, raw, what, storage_options)} "
                         f"({type(e).__name__}: {e}); "
                         f"replace the file and {RESUME_FIX}") from None
+
+
+def trailing_note(path: str, stream) -> str | None:
+    """What to tell of the bytes after the last complete member of compressed `path` that `stream`
+    (decompressor's, read to its end: members.Trailing) met, or the spooler met for a window
+    (its WindowFile's trailing_note); None when there were none."""
+    note = getattr(stream, "trailing_note", None)
+    if note is not None:
+        return note
+    trailing = getattr(getattr(stream, "raw", None), "trailing", None)
+    if trailing is None:
+        return None
+    member = "gzip member" if compression_of(path) == "gzip" else "zstd frame"
+    return (f"{path}: its last {trailing.size:,} bytes, from compressed byte {trailing.at:,} ({trailing.head!r}), "
+            f"follow its last complete {member} and are not compressed data: they were ignored, as `gzip -d` "
+            "ignores \"trailing garbage\", and every document before them was read; if the file should hold "
+            "more, replace it")
 
 
 # compressed bytes up to which an error's message counts the text before the damage (decoding the

@@ -1045,7 +1045,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     # with another every block goes to the csv module whole-record (about half as fast), still exact
     columnar = Columnar() if source.text_template is None and delimiter.isascii() else None
 
-    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options, stream=stream, bad=bad):
         if start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled_stream(unit.path, stream)
         try:

@@ -370,7 +370,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     def slow(offsets: list[int], lines: list, before: int) -> None:
         _one_by_one(offsets, lines, before if count_lines else None, source, extract, batcher, bad)
 
-    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options, stream=stream, bad=bad):
         if unit.payload:  # a range of the records of one big JSON value (json_cuts.py)
             stream.seek(unit.start)
             groups = json_array.iter_range_groups(stream, unit)

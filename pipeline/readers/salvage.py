@@ -5,7 +5,7 @@ spool must receive every byte that decodes before it. The fast readers do not gi
 they fail: isal's igzip fills the whole buffer of one read1()/read() call and raises EOFError or
 its error without returning what it decoded there (a .gz cut after 611,343 good bytes: read1 of
 1 MiB gave 0 of them, read of 64 KiB 589,824), a GzipFile/LZMAFile of the standard library loses
-what one 8 KiB feed decoded, and the zstd reader (base._ZstdReader) what one 128 KiB feed did (a .zst
+what one 8 KiB feed decoded, and the zstd reader (members.ZstdMembers) what one 128 KiB feed did (a .zst
 damaged in its first feed: 0 of 786,432 good bytes). So after such an error the rest is decoded again
 here, from the file's start, with the codec's incremental decoder: a truncated stream gives every
 byte (the decoders return what they decode and raise nothing at the end of the input), and a feed
@@ -38,7 +38,7 @@ def _new_decoder(path: str) -> Callable | None:
         return lambda: zlib.decompressobj(31)  # one member; the next starts on its unused_data
     if comp == "zstd":
         import zstandard
-        dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)  # as base._ZstdReader
+        dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)  # as members.ZstdMembers
         return dctx.decompressobj
     if comp == "bz2":
         return bz2.BZ2Decompressor

@@ -196,7 +196,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     # too) give byte positions; numbering them would count a file's pieces before each cut in the parent
     count = unit.start == 0
 
-    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options):
+    with raw, stream, decode_errors(unit.path, raw, storage_options=source.storage_options, stream=stream, bad=bad):
         if unit.start == 0:  # gzip, UTF-16, an archive under a plain name: stop with the fix (sniff.py)
             refuse_mislabeled_stream(unit.path, stream)
         if per_line:
@@ -316,7 +316,7 @@ def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_doc
                 continue
         else:
             stream, raw = open_input(path, so)
-            with raw, stream, decode_errors(path, raw, storage_options=so):
+            with raw, stream, decode_errors(path, raw, storage_options=so, stream=stream, bad=bad):
                 data = _read_capped(stream.read, limit)
                 done += raw.tell()
             if limit is not None and len(data) > limit:
