@@ -33,6 +33,7 @@ import orjson
 
 from pipeline.errors import PrepError, SchemaError
 from pipeline.filters import PANDAS_FIX, Batcher, RecordError, TextExtractor, list_keys, pandas_layout
+from pipeline.readers import surrogates
 from pipeline.readers.base import (
     BOM,
     READ_ROWS,
@@ -95,12 +96,13 @@ class Malformed:
     it (orjson: no NaN or Infinity, no lone surrogate): one `malformed_json` reject, as its line would
     be in a JSON Lines file. Before, one NaN in a non-text field of one record (Python's json.dump
     writes a float NaN so) made the whole file unparsable: read as lines, every record lost (exit 0),
-    or a cut array's whole unit failed."""
+    or a cut array's whole unit failed. A lone surrogate is a `lone_surrogate` reject, or with
+    encoding_errors: replace the record `mended` (each one U+FFFD), as in JSON Lines (surrogates.py)."""
 
-    __slots__ = ("raw", "detail")
+    __slots__ = ("raw", "detail", "reason", "mended")
 
-    def __init__(self, raw: str, detail: str):
-        self.raw, self.detail = raw, detail
+    def __init__(self, raw: str, detail: str, reason: str = "malformed_json", mended=None):
+        self.raw, self.detail, self.reason, self.mended = raw, detail, reason, mended
 
 
 def _lenient(data: bytes | str):
@@ -191,7 +193,10 @@ def _strict(record):
     try:
         json.dumps(record, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:  # (a ValueError too: first)
-        return Malformed(json.dumps(record)[:1000], "not JSON: a lone surrogate escape (\\ud800-\\udfff), not text")
+        mended = surrogates.mend_strings(record)
+        if type(_strict(mended)) is Malformed:  # a NaN as well: not JSON, however its text is read
+            return _strict(mended)
+        return Malformed(json.dumps(record)[:1000], surrogates.detail(), surrogates.REASON, mended)
     except ValueError:
         return Malformed(json.dumps(record)[:1000], "not JSON: NaN or Infinity (json.dump writes a float NaN so)")
     return record
@@ -404,6 +409,7 @@ def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: 
     extract = TextExtractor(source.text_field, source.text_template)
     batcher = Batcher(source, bad, batch_docs)
     limit = source.max_record_bytes
+    replace = source.encoding_errors == "replace"
 
     def fast(rows: list) -> list[str] | None:
         texts = extract.many(rows)
@@ -415,8 +421,10 @@ def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: 
     def slow(positions: list[int], rows: list, before: int) -> None:
         for i, record in zip(positions, rows):
             if type(record) is Malformed:
-                bad.reject("malformed_json", i, record.raw, record.detail, row=i)
-                continue
+                if record.mended is None or not replace:
+                    bad.reject(record.reason, i, record.raw, record.detail, row=i)
+                    continue
+                record = record.mended
             try:
                 text = extract(record)
             except RecordError as e:

@@ -22,7 +22,7 @@ import orjson
 
 from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers import json_array, json_cuts
+from pipeline.readers import json_array, json_cuts, surrogates
 from pipeline.readers.base import (
     BOM,
     BadRecords,
@@ -518,18 +518,40 @@ def _loads(line, replace: bool) -> tuple[object, str, str]:
         return None, _BLANK, ""
     if bytes(line[:3]) == BOM:  # a Windows tool's file after another (`cat a.jsonl b.jsonl > all.jsonl`):
         return _loads(line[3:], replace)  # its BOM opens a line in the middle; the record after it is whole
-    if "utf-8" not in error.lower():
-        if b"\r" in bytes(line).rstrip():  # records ended by a lone CR (classic Mac, some exports) are one
-            # line to JSON Lines, so a whole file was one reject "unexpected content after document"
-            return None, "malformed_json", (error[:80] + "; the line holds a lone carriage return (\\r) between "
-                                            "values: convert the file's line endings (tr '\\r' '\\n')")
-        return None, "malformed_json", error[:120]
-    if not replace:
-        return None, "invalid_utf8", error[:120]
-    try:
-        return orjson.loads(str(line, "utf-8", "replace")), "", ""
-    except orjson.JSONDecodeError as e:
-        return None, "malformed_json", str(e)[:120]
+    if "utf-8" in error.lower() or surrogates.ESCAPE_ERROR in error:
+        return _mended(bytes(line), error, replace)
+    if b"\r" in bytes(line).rstrip():  # records ended by a lone CR (classic Mac, some exports) are one
+        # line to JSON Lines, so a whole file was one reject "unexpected content after document"
+        return None, "malformed_json", (error[:80] + "; the line holds a lone carriage return (\\r) between "
+                                        "values: convert the file's line endings (tr '\\r' '\\n')")
+    return None, "malformed_json", error[:120]
+
+
+def _mended(line: bytes, error: str, replace: bool) -> tuple[object, str, str]:
+    """_loads of a line orjson refused (`error`) for what its text holds: invalid UTF-8, or a lone
+    surrogate escape (surrogates.py), each U+FFFD when `replace`, else an invalid_utf8 or lone_surrogate
+    reject; the one may hide the other, and any other fault is malformed_json. A lone surrogate was a
+    malformed_json reject under replace too."""
+    lone, decoded = 0, False
+    while True:
+        if surrogates.ESCAPE_ERROR in error and not lone:
+            line, lone = surrogates.mend_escapes(line)
+            if not lone:
+                return None, "malformed_json", error[:120]
+        elif "utf-8" in error.lower() and not decoded:
+            if not replace:
+                return None, "invalid_utf8", error[:120]
+            line, decoded = str(line, "utf-8", "replace").encode("utf-8"), True
+        else:
+            return None, "malformed_json", error[:120]
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            error = str(e)
+            continue
+        if lone and not replace:
+            return None, surrogates.REASON, surrogates.detail(lone)
+        return record, "", ""
 
 
 def _one_by_one(offsets: list[int], lines: list, lineno: int | None, source: SourceConfig,

@@ -254,9 +254,9 @@ def test_objects_one_after_another_with_nested_objects_split_where_they_end(inde
 @pytest.mark.parametrize("layout", ["pretty", "one line", "cut", "jq", "records_field"])
 def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, layout):
     """What Python's json.dump writes and orjson (as JSON Lines reads a line) refuses: NaN from a float,
-    a lone surrogate from a string cut inside a pair. Each such record is one malformed_json reject, as
-    its line would be in JSON Lines; before, the file was read as lines (every record rejected, exit 0)
-    or a cut array's unit failed whole."""
+    a lone surrogate from a string cut inside a pair. Each such record is one reject (malformed_json,
+    lone_surrogate), as its line would be in JSON Lines; before, the file was read as lines (every
+    record rejected, exit 0) or a cut array's unit failed whole."""
     records = [dict(r) for r in RECORDS[:300]]
     records[3]["score"] = float("nan")
     records[250]["text"] = "cut \ud83d"
@@ -273,8 +273,14 @@ def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, la
     assert (len(units) > 1) == (layout == "cut")
     kept = [i for i in range(300) if i not in (3, 250)]
     assert texts == [records[i]["text"] for i in kept] and positions == kept
-    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (250, "malformed_json")]
-    assert "NaN or Infinity" in bad[0]["detail"] and "lone surrogate" in bad[1]["detail"]
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (250, "lone_surrogate")]
+    assert "NaN or Infinity" in bad[0]["detail"] and "lone UTF-16 surrogate" in bad[1]["detail"]
+    # with encoding_errors: replace the lone surrogate is U+FFFD, as invalid UTF-8 is (test_lone_surrogates.py)
+    source = SourceConfig(path=str(path), records_field=source.records_field, encoding_errors="replace")
+    _, texts, positions, bad = read_all(source, [str(path)], unit_bytes=4096 if layout == "cut" else 1 << 20)
+    kept = [i for i in range(300) if i != 3]
+    assert texts == [records[i]["text"] if i != 250 else "cut \ufffd" for i in kept] and positions == kept
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json")]
 
 
 @pytest.mark.parametrize("layout", ["pretty", "one line", "cut"])
