@@ -79,13 +79,16 @@ def parse(data: bytes) -> tuple[list | dict | None, str]:
     is an array, or a damaged file (then read as lines, whose rejects say what is wrong). A value
     that only Python's json reads (NaN, Infinity, a lone surrogate escape: what `json.dump` writes
     from a float NaN or a cut string) comes with its non-JSON records as Malformed (records_of)."""
-    data = data[len(BOM):] if data.startswith(BOM) else data
+    bom = len(BOM) if data.startswith(BOM) else 0
+    data = data[bom:]
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         value = _lenient(data)
         if value is None:  # a record nested too deep for either parser?
             value = _records_one_by_one(data)
+        if value is None:  # an array, then more?
+            value = _array_then_more(data, bom)
         if value is None:
             return None, str(e)
     return (value, "") if isinstance(value, (list, dict)) else (None, f"it is one {type(value).__name__}")
@@ -181,6 +184,44 @@ def _records_one_by_one(data: bytes) -> list | None:
         except (ValueError, RecursionError):
             return None
     return records
+
+
+def _array_end(body: bytes) -> int:
+    """One past the `]` that closes the array opening `body`, or -1 (its brackets do not balance)."""
+    depth = 0
+    for m in _STRUCTURE.finditer(body):
+        c = body[m.start()]
+        if c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+            if depth <= 0:
+                return m.end() if depth == 0 else -1
+    return -1
+
+
+def _array_then_more(data: bytes, bom: int) -> list | None:
+    """The records of a file that is one JSON array followed by more (`[...]` then `{...}`: a record
+    appended to an array file, two exports joined), the rest one Malformed record after them (one
+    malformed_json reject, at the next row); None when it is not so. Before, such a file was read as
+    JSON Lines: a reject per line (60,002 for 20,000 pretty-printed records), every record lost. An
+    array on one line is JSON Lines' first record still (`[1, 2]` then records: one reject, the rest
+    read), as JSON Lines holds no record over several lines."""
+    body = data.lstrip(_WHITESPACE)
+    if body[:1] != b"[":
+        return None
+    end = _array_end(body)
+    rest = body[end:].strip(_WHITESPACE) if end > 0 else b""
+    if not rest or body.find(b"\n", 0, end) < 0:
+        return None
+    records, _ = parse(body[:end])
+    if not isinstance(records, list):
+        return None
+    closes = bom + len(data) - len(body) + end - 1  # the file offset of the array's `]`
+    return [*records, Malformed(rest[:1000].decode("utf-8", "replace"),
+                                f"{len(rest):,} bytes of JSON follow the file's array, which closes at byte {closes:,}: "
+                                "a file is one array of records (its records were read); move this into the "
+                                "array, or remove it")]
 
 
 class _LenientObject(dict):

@@ -283,6 +283,25 @@ def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, la
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json")]
 
 
+@pytest.mark.parametrize("after", ['{"text": "one more"}', '[{"text": "a second array"}]', "garbage"])
+@pytest.mark.parametrize("indent", [0, 1])
+def test_an_array_followed_by_more_keeps_its_records_and_rejects_the_rest(tmp_path, after, indent):
+    """`[...]` then one more value (a record appended to an array file): the whole file was read as JSON
+    Lines, a reject per line (60,002 for 20,000 pretty-printed records), every record lost. Its records
+    are read now (a file planned for cutting too: the scan cannot follow it, so it is one unit), and
+    what follows is one malformed_json reject at the next row, naming the byte where the array closed. An
+    array on one line is JSON Lines' first record still (test_a_damaged_array_and_json_lines_...)."""
+    records = RECORDS[:1500]
+    array = json.dumps(records, indent=indent)
+    path = tmp_path / "a.json"
+    path.write_bytes(b"\xef\xbb\xbf" + array.encode() + b"\n" + after.encode() + b"\n")
+    for unit_bytes in (4096, 1 << 20):
+        units, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)], unit_bytes=unit_bytes)
+        assert texts == [r["text"] for r in records] and positions == list(range(1500))
+        assert [(r["row"], r["reason"], r["text"]) for r in bad] == [(1500, "malformed_json", after)]
+        assert f"closes at byte {3 + len(array) - 1:,}" in bad[0]["detail"]
+
+
 @pytest.mark.parametrize("layout", ["pretty", "one line", "cut"])
 def test_a_record_nested_too_deep_is_one_reject_not_the_whole_file(tmp_path, layout):
     """A record holding 10,000 nested lists in a field that is not the text is beyond what orjson (1,024
