@@ -307,7 +307,8 @@ class Batcher:
     """Documents -> DocBatches of `batch_docs`, or fewer once they hold `batch_chars` characters;
     drops (and counts) those outside [min_chars, max_chars]."""
 
-    def __init__(self, source, bad, batch_docs: int, batch_chars: int | None = None):
+    def __init__(self, source, bad, batch_docs: int, batch_chars: int | None = None, position_kind: str = "byte"):
+        self.position_kind = position_kind  # DocBatch.position_kind
         self.lo = source.min_chars
         self.hi = source.max_chars if source.max_chars is not None else sys.maxsize
         self.filtering = self.lo > 0 or source.max_chars is not None
@@ -361,7 +362,7 @@ class Batcher:
             del self.texts[:n], self.positions[:n]
             chars = sum(map(len, texts))
             self.chars -= chars
-        return DocBatch(texts, np.asarray(positions, dtype=np.int64), nbytes, chars)
+        return DocBatch(texts, np.asarray(positions, dtype=np.int64), nbytes, chars, self.position_kind)
 
 
 # -- exact dedup -----------------------------------------------------------------------------------

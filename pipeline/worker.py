@@ -126,6 +126,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
             given = 0  # documents the reader gave (kept or not)
             for batch in get_reader(unit.format).iter_batches(unit, source, bad, batch_docs):
                 given += len(batch.texts)
+                sink.kinds[unit.file_index] = batch.position_kind
                 sink.write(batch.texts, batch.positions, unit.file_index, batch.chars, batch.nbytes)
             if _opens_its_file(unit):
                 _check_fields_found(unit, source, bad, given)
@@ -156,6 +157,7 @@ def process_unit(unit: WorkUnit, ctx: WorkerContext, report=lambda nbytes, docs,
                         arrays = []
                         for batch in reader.iter_batches(member, source, member_bad, batch_docs):
                             texts += batch.texts
+                            sink.kinds[member.file_index] = batch.position_kind
                             arrays.append(batch.positions)
                             unreported += batch.nbytes
                         positions = np.concatenate(arrays).tolist() if arrays else []
@@ -221,6 +223,7 @@ class _Sink:
         self.encoder, self.dtype, self.writers, self.report = encoder, dtype, writers, report
         self.source, self.where = unit.source, unit.path
         self.unit = unit
+        self.kinds: dict[int, str] = {}  # file index -> what its documents' positions count (DocBatch)
         self.out = ctx.recipe.output
         self.checked = not encoder.fits(dtype)  # ids that might not fit `dtype` come as uint32, range-checked
         self.dedup = DedupLog() if ctx.recipe.dedup == "exact" else None  # hashes of written docs, for finalize
@@ -266,7 +269,6 @@ class _Sink:
         this runs once, as the run stops), or the batch where none fails alone."""
         spec = self.encoder.spec
         engine = f"tokenizer backend {spec.backend_version or spec.backend}"
-        unit_word = "row" if self.unit.format in ("parquet", "hf") else "byte"  # what a DocBatch position counts
         where, shown = self.where, f"a batch of {len(texts):,} documents"
         for i, text in enumerate(texts):
             try:
@@ -275,11 +277,15 @@ class _Sink:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
                     raise
                 error = e
-                if self.unit.group:  # a group's batch holds several files' documents
-                    index = int(file_index[i]) if np.ndim(file_index) else int(file_index)
-                    where = next((m.path for m in self.unit.group if m.file_index == index), where)
-                shown = (f"the document at {unit_word} {int(positions[i])} ({len(text):,} characters, "
-                         f"starting {text[:40]!r})")
+                index = int(file_index[i]) if np.ndim(file_index) else int(file_index)
+                unit = next((m for m in self.unit.group if m.file_index == index), self.unit)  # a group's member
+                kind, at = self.kinds.get(index, "byte"), int(positions[i])
+                if kind == "file":  # text, one document per file: `at` is the file's number in its source
+                    where = unit.paths[at - unit.start] if unit.paths else unit.path
+                    place = "the document that is the whole file"
+                else:
+                    where, place = unit.path, f"the document at {kind} {at}"
+                shown = f"{place} ({len(text):,} characters, starting {text[:40]!r})"
                 break
         # a tiktoken:<name> encoding has no other engine (backend hf refuses it)
         fix = ("; to go on, re-run with `--set tokenizer.backend=hf`: the reference engine gives the same ids, so "

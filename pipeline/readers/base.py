@@ -100,6 +100,10 @@ class DocBatch:
     positions: np.ndarray  # int64[len(texts)]: stable position of each document in its file
     nbytes: int            # input bytes consumed since the previous batch (progress)
     chars: int | None = None  # characters in `texts`, when the maker counted them (Batcher does)
+    # what a position counts (for messages): "byte" (JSON Lines, CSV, text pieces: the record's first
+    # byte), "row" (Parquet, Hugging Face, a JSON list's records), "file" (text, one document per file:
+    # the file's number in its source)
+    position_kind: str = "byte"
 
 
 class BadRecords:

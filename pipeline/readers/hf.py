@@ -286,12 +286,12 @@ def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     if not unit.payload and unit.start == unit.end:  # a dataset of no rows (_row_ranges): nothing to load
-        yield Batcher(source, bad, batch_docs).take(0)
+        yield Batcher(source, bad, batch_docs, position_kind="row").take(0)
         return
     ds = _load_unit(unit, source)
     streamed = not unit.paths and _streamed(ds)  # unit.paths: a pyarrow Table of the dataset's Arrow files
     extract = TextExtractor(source.text_field, source.text_template)
-    batcher = Batcher(source, bad, batch_docs)
+    batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     names = ds.column_names  # None: a streamed dataset without known features (rows as they come)
     # plain: the text is one column's values; a dotted name is one when a column has it whole (a

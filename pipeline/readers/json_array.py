@@ -448,7 +448,7 @@ def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: 
     """The documents of the (positions, records) groups of a file that is JSON but not JSON Lines
     (record_groups, iter_range_groups); a record's position is its index in its file's list."""
     extract = TextExtractor(source.text_field, source.text_template)
-    batcher = Batcher(source, bad, batch_docs)
+    batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     replace = source.encoding_errors == "replace"
 

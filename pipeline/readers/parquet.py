@@ -253,7 +253,7 @@ def _decode(v, errors: str):
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     pf, f = _open(unit.path, source.storage_options, streamed=True)
     extract = TextExtractor(source.text_field, source.text_template)
-    batcher = Batcher(source, bad, batch_docs)
+    batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     errors = source.encoding_errors
     with f:

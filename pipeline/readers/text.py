@@ -301,7 +301,7 @@ def _read_capped(read, limit: int | None, first: int = READ_BLOCK, head: bytes =
 
 
 def _iter_files(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
-    batcher = Batcher(source, bad, batch_docs)
+    batcher = Batcher(source, bad, batch_docs, position_kind="file")
     limit = source.max_record_bytes
     so = source.storage_options
     reported = done = 0
