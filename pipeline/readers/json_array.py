@@ -132,11 +132,12 @@ def _too_deep(e: orjson.JSONDecodeError) -> bool:
 _STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 
 
-def _array_elements(data: bytes) -> list[bytes] | None:
-    """The top-level elements of the JSON array `data`, as byte slices cut at its depth-1 commas (found
-    past its strings); None when its brackets do not balance or it is not one array."""
+def _array_elements(data: bytes, brackets: bytes = b"[]") -> list[bytes] | None:
+    """The top-level elements of the JSON array `data` (with brackets b"{}": the members of the object),
+    as byte slices cut at its depth-1 commas (found past its strings); None when its brackets do not
+    balance or it is not one array (object)."""
     body = data.strip(_WHITESPACE)
-    if body[:1] != b"[" or body[-1:] != b"]":
+    if body[:1] != brackets[:1] or body[-1:] != brackets[1:]:
         return None
     elements, start, depth = [], 1, 0
     for m in _STRUCTURE.finditer(body):
@@ -176,14 +177,57 @@ def _records_one_by_one(data: bytes) -> list | None:
             continue
         except orjson.JSONDecodeError as e:
             if _too_deep(e):
-                records.append(Malformed(raw.strip(_WHITESPACE)[:1000].decode("utf-8", "replace"),
-                                         f"nested deeper than the 1,024 levels a JSON parser here reads ({e})"))
+                records.append(_nested_too_deep(raw.strip(_WHITESPACE)[:1000].decode("utf-8", "replace"), e))
                 continue
         try:  # NaN, a lone surrogate: as _lenient reads them
             records.append(_strict(json.loads(raw)))
         except (ValueError, RecursionError):
             return None
     return records
+
+
+def _nested_too_deep(raw: str, error) -> Malformed:
+    """A record nested deeper than a parser here reads, as one malformed_json reject."""
+    return Malformed(raw, f"nested deeper than the 1,024 levels a JSON parser here reads ({error})")
+
+
+_KEY = re.compile(rb'[ \t\r\n]*("[^"\\]*(?:\\.[^"\\]*)*")[ \t\r\n]*:')  # an object member's key and its colon
+
+
+def _holder_one_by_one(data: bytes, field: list[str]):
+    """The object `data` holding records in a list under the dotted `field` (source.records_field), that
+    list read record by record (_records_one_by_one: a record nested deeper than 1,024 levels is one
+    Malformed); a member off that path which is nested too deep is None (it holds no records). None
+    when anything else does not parse (damage: read_document's error).
+    Why: one such record made the whole object unparsable: exit 1, "not one JSON object (depth limit
+    exceeded)", every record of the file lost (a file large enough to be cut read its pieces so)."""
+    import json
+    members = _array_elements(data, b"{}")
+    if members is None:
+        return None
+    holder = {}
+    for member in members:
+        key = _KEY.match(member)
+        if key is None:
+            return None
+        name, value = orjson.loads(key[1]), member[key.end():]
+        if name == field[0]:
+            holder[name] = (_records_one_by_one(value) if len(field) == 1
+                            else _holder_one_by_one(value, field[1:]))
+            if holder[name] is None:
+                return None
+            continue
+        try:
+            holder[name] = orjson.loads(value)
+        except orjson.JSONDecodeError as e:
+            if _too_deep(e):
+                holder[name] = None
+                continue
+            try:  # NaN: as _lenient reads it
+                holder[name] = json.loads(value)
+            except (ValueError, RecursionError):
+                return None
+    return holder
 
 
 def _array_end(body: bytes) -> int:
@@ -312,6 +356,8 @@ def read_document(data: bytes, records_field: str | None, path: str,
     without records_field: with it, a file that does not parse is damaged, a PrepError). `extract`:
     as for records_of."""
     value, why = parse(data)
+    if value is None and records_field is not None:  # a record nested too deep (and perhaps a NaN)?
+        value = _holder_one_by_one(data[len(BOM):] if data.startswith(BOM) else data, records_field.split("."))
     if value is None:
         if records_field is None:
             return concatenated_objects(data)
@@ -427,7 +473,21 @@ def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
         while at < len(text):
             if text[at] != "{":
                 return None
-            record, end = find_end(text, at)
+            try:
+                record, end = find_end(text, at)
+            except RecursionError:  # nested deeper than Python's json reads (~1,000 levels): one reject
+                # Why: this made the whole file "not objects one after another", read as JSON Lines:
+                # a reject per line, 0 documents (exit 0)
+                end = _object_end(text, at)
+                if end < 0:
+                    return None
+                try:  # orjson reads 1,024 levels
+                    records.append(orjson.loads(text[at:end]))
+                except orjson.JSONDecodeError as e:
+                    records.append(_nested_too_deep(text[at:at + 1000], e) if _too_deep(e)
+                                   else Malformed(text[at:at + 1000], f"not JSON ({e})"))
+                at = gap.match(text, end).end()
+                continue
             try:
                 records.append(orjson.loads(text[at:end]))
             except orjson.JSONDecodeError:  # NaN, a lone surrogate: Python's json read it, orjson does not
@@ -436,6 +496,23 @@ def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
     except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
     return records if len(records) >= least else None
+
+
+_STRUCTURE_TEXT = re.compile(_STRUCTURE.pattern.decode())
+
+
+def _object_end(text: str, at: int) -> int:
+    """One past the `}` that closes the object opening at `text[at]`, or -1 (its brackets do not balance)."""
+    depth = 0
+    for m in _STRUCTURE_TEXT.finditer(text, at):
+        c = m[0]
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth <= 0:
+                return m.end() if depth == 0 else -1
+    return -1
 
 
 def record_groups(records: list) -> Iterator[tuple[list[int], list]]:

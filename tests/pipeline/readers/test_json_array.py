@@ -323,3 +323,37 @@ def test_a_record_nested_too_deep_is_one_reject_not_the_whole_file(tmp_path, lay
     assert texts == [records[i]["text"] for i in kept] and positions == kept
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (7, "malformed_json")]
     assert "nested deeper than" in bad[1]["detail"] and bad[1]["text"].startswith("{")
+
+
+@pytest.mark.parametrize("layout", ["records_field", "records_field cut", "records_field dotted", "jq", "jq cut"])
+def test_a_record_nested_too_deep_is_one_reject_in_a_holder_or_jq_objects(tmp_path, layout):
+    """As test_a_record_nested_too_deep_is_one_reject_not_the_whole_file, for the other layouts. Before:
+    a records_field object smaller than a unit failed (exit 1, "not one JSON object (depth limit
+    exceeded)"), every record lost; objects one after another (jq) were read as JSON Lines, a reject per
+    line and 0 documents. Now the deep record is one malformed_json reject at its row, a NaN next to it
+    its own, and a deep member beside the list (not a record) is passed over."""
+    records = [dict(r) for r in RECORDS[:300]]
+    records[3]["score"] = float("nan")
+    records[7]["tree"] = "DEEP"
+    deep = "[" * 10_000 + "]" * 10_000
+    if layout.startswith("jq"):
+        body = "\n".join(json.dumps(r, indent=2) for r in records) + "\n"
+        source = SourceConfig(path=str(tmp_path / "a.json"))
+    else:
+        # a deep member beside the list keeps the scan from cutting the file (it parses the bytes around
+        # the list): read whole
+        holder = {"meta": 1 if layout.endswith("cut") else "DEEP", "data": records}
+        if layout.endswith("dotted"):
+            holder = {"version": 1, "inner": holder}
+        body = json.dumps(holder, indent=2).replace('"DEEP"', deep, 1)  # the meta: not a record
+        source = SourceConfig(path=str(tmp_path / "a.json"),
+                              records_field="inner.data" if layout.endswith("dotted") else "data")
+    body = body.replace('"DEEP"', deep, 1)
+    path = tmp_path / "a.json"
+    path.write_text(body, encoding="utf-8")
+    units, texts, positions, bad = read_all(source, [str(path)], unit_bytes=4096 if layout.endswith("cut") else 1 << 20)
+    assert (len(units) > 1) == layout.endswith("cut")
+    kept = [i for i in range(300) if i not in (3, 7)]
+    assert texts == [records[i]["text"] for i in kept] and positions == kept
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (7, "malformed_json")]
+    assert "nested deeper than" in bad[1]["detail"] and bad[1]["text"].startswith("{")
