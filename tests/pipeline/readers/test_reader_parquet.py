@@ -114,11 +114,15 @@ def test_invalid_utf8_in_a_dictionary_or_view_column_rejects_its_row_only(tmp_pa
     UnicodeDecodeError out of to_pylist: the unit failed as "row group 0 does not decode" and its good
     rows were lost; a binary_view column's bytes were non_string_text. Now each layout reads as a
     string or binary column does: the bad row rejected (or replaced), the others kept."""
+    if layout.endswith("_view") and not hasattr(pa, layout):
+        pytest.skip(f"pyarrow {pa.__version__} has no {layout} (added in 16; the floor is 14)")
     raw = pa.array([b"ok", b"bad \xff", None, b"fine", b"ok"], pa.binary())
-    column = {"dictionary": raw.view(pa.string()).dictionary_encode(),
-              "string_view": raw.cast(pa.binary_view()).view(pa.string_view()),
-              "binary_view": raw.cast(pa.binary_view()),
-              "binary dictionary": raw.dictionary_encode()}[layout]
+    # built lazily: a dict of built columns called pa.binary_view() for every layout, so on pyarrow
+    # 14-15 the dictionary cases failed too (AttributeError)
+    column = {"dictionary": lambda: raw.view(pa.string()).dictionary_encode(),
+              "string_view": lambda: raw.cast(pa.binary_view()).view(pa.string_view()),
+              "binary_view": lambda: raw.cast(pa.binary_view()),
+              "binary dictionary": lambda: raw.dictionary_encode()}[layout]()
     path = tmp_path / "a.parquet"
     pq.write_table(pa.table({"text": column}), path)
     assert pq.read_schema(path).field("text").type == column.type  # pyarrow reads back the layout written
