@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import PrepError
+from pipeline.readers import surrogates
 from pipeline.readers.base import DocBatch
 
 __all__ = ["RecordError", "TextExtractor", "parse_template", "get_value", "list_keys", "Batcher", "DedupLog",
@@ -181,16 +182,29 @@ def _format_error(template: str, fields: list[str], values: list) -> RecordError
     return RecordError("unformattable_field", f"{template!r} does not format this record")
 
 
+SURROGATE_REASON = surrogates.REASON
+
+
+def _char_fields(template: str, fields: list[str]) -> list[int]:
+    """The indexes in `fields` of the fields `template` formats as a character (a spec ending in `c`:
+    {n:c}, {n:>3c}; a fill character comes before an alignment, so `c` last is the type)."""
+    return sorted({fields.index(name) for _, name, spec, _ in string.Formatter().parse(template)
+                   if name is not None and spec and spec.endswith("c")})
+
+
 class TextExtractor:
     """record -> text, raising RecordError(missing_field | null_text | non_string_text | unformattable_field)."""
 
-    def __init__(self, text_field: str, template: str | None = None):
+    def __init__(self, text_field: str, template: str | None = None, encoding_errors: str = "skip"):
         if template is None:
             self.fields, self.format = [text_field], None
         else:
             self.fields, self.format = parse_template(template)
         self.template = template
         self.field = self.fields[0]
+        # the fields a template writes as a character ({n:c}): one of 0xD800-0xDFFF is a lone surrogate
+        self.chars = _char_fields(template, self.fields) if template else []
+        self.replace = encoding_errors == "replace"
 
     def columns_in(self, names) -> tuple[list[str], list[str]]:
         """(the columns among `names` a columnar reader must load for the fields (Parquet projection,
@@ -220,10 +234,24 @@ class TextExtractor:
             if type(v) is not str and (isinstance(v, bool) or not isinstance(v, (str, int, float))):
                 raise _type_error(name, v)
             values.append(v)
+        for i in self.chars:
+            if type(values[i]) is int and 0xD800 <= values[i] <= 0xDFFF:
+                values[i] = self._lone_surrogate(self.fields[i], values[i])
         try:
             return self.format.format(*values)
         except (ValueError, OverflowError):  # {n:d} on a string, {n:c} past U+10FFFF: this record is bad
             raise _format_error(self.template, self.fields, values) from None
+
+    def _lone_surrogate(self, name: str, value: int) -> int:
+        """U+FFFD for a {n:c} value that is a lone surrogate, under encoding_errors: replace; else its reject.
+        Why: Python formats it (chr(0xD800) is a str), but no UTF-8 text holds one, and the tokenizer
+        refused it in a worker (`TextInputSequence must be str`): as the JSON readers treat an escaped one
+        (readers/surrogates.py)."""
+        if self.replace:
+            return 0xFFFD
+        raise RecordError(SURROGATE_REASON, f"{{{name}:c}} makes U+{value:04X} of {name!r} {value}, a lone UTF-16 "
+                                            "surrogate (U+D800-U+DFFF), which no UTF-8 text can hold; set "
+                                            "source.encoding_errors: replace to write it as U+FFFD")
 
     def many(self, records: list) -> list[str] | None:
         """The texts of all `records`, or None if any record would raise (the caller then goes one

@@ -1011,7 +1011,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     _raise_field_limit()
     dialect = dialect_of(source)
     delimiter = dialect.delimiter
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     batcher = Batcher(source, bad, batch_docs)
     stream, raw = open_unit(unit, source.storage_options)
     if unit.is_spooled:  # a window of whole records [base, its end) of a compressed file (pipeline.spool)

@@ -275,7 +275,7 @@ def warn_unbalanced(source: SourceConfig, units: list[WorkUnit], workers: int) -
 def _check_columns(names: list[str] | None, source: SourceConfig) -> None:
     if names is None:  # a streamed dataset without known features: checked row by row
         return
-    missing = TextExtractor(source.text_field, source.text_template).columns_in(names)[1]
+    missing = TextExtractor(source.text_field, source.text_template, source.encoding_errors).columns_in(names)[1]
     if missing:
         key = "text_template" if source.text_template else "text_field"
         what = "text_template field" if source.text_template else "text_field"
@@ -290,7 +290,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         return
     ds = _load_unit(unit, source)
     streamed = not unit.paths and _streamed(ds)  # unit.paths: a pyarrow Table of the dataset's Arrow files
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     names = ds.column_names  # None: a streamed dataset without known features (rows as they come)

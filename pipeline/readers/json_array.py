@@ -524,7 +524,7 @@ def record_groups(records: list) -> Iterator[tuple[list[int], list]]:
 def iter_array_batches(source, bad: BadRecords, batch_docs: int, groups, meter: ByteProgress) -> Iterator[DocBatch]:
     """The documents of the (positions, records) groups of a file that is JSON but not JSON Lines
     (record_groups, iter_range_groups); a record's position is its index in its file's list."""
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     replace = source.encoding_errors == "replace"

@@ -359,7 +359,7 @@ def seek_line_start(f, start: int, end: int = -1) -> int:
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     # a spooled window is read at the decompressed stream's offsets: the same lines, positions, rejects
     stream, raw = open_unit(unit, source.storage_options)
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     batcher = Batcher(source, bad, batch_docs)
     max_bytes = source.max_record_bytes
     meter = ByteProgress(unit, stream, raw)
@@ -465,7 +465,7 @@ def whole_small_files(members: tuple[WorkUnit, ...], source: SourceConfig
     against 1.8 s for the same documents as text files. Here a file costs its open and read; the
     members' lines are parsed together, up to GROUP_PARSE_LINES or GROUP_PARSE_BYTES at a time (a
     chunk holding a bad line is parsed again file by file)."""
-    fast = _good_texts(TextExtractor(source.text_field, source.text_template), source.max_record_bytes)
+    fast = _good_texts(TextExtractor(source.text_field, source.text_template, source.encoding_errors), source.max_record_bytes)
     chunk: list[tuple[WorkUnit, list[bytes]]] = []
     lines_in_chunk = bytes_in_chunk = 0
     for member in members:

@@ -133,7 +133,7 @@ def _rows_of(unit: WorkUnit) -> tuple[int, int | None]:
 
 def _projection(source: SourceConfig, names: list[str]) -> tuple[bool, list[str]]:
     """(plain, the columns to read): plain when the text is one column's values."""
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     plain = source.text_template is None and extract.field in names
     return plain, [extract.field] if plain else extract.columns_in(names)[0]
 
@@ -189,7 +189,7 @@ def _window_batches(unit: WorkUnit, rows: int):
 def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
     """SchemaError unless the file has the column(s) the text is made of (a dotted name may be a
     column's, as flattening names them, or a path into a column holding structs: checked per record)."""
-    columns, missing = TextExtractor(source.text_field, source.text_template).columns_in(names)
+    columns, missing = TextExtractor(source.text_field, source.text_template, source.encoding_errors).columns_in(names)
     if missing:
         raise not_a_column(path, missing[0], names, "the file", source.text_template is not None)
     refuse_repeated_columns(path, columns, names, "the file", source.text_template is not None)
@@ -252,7 +252,7 @@ def _decode(v, errors: str):
 
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     pf, f = _open(unit.path, source.storage_options, streamed=True)
-    extract = TextExtractor(source.text_field, source.text_template)
+    extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
     batcher = Batcher(source, bad, batch_docs, position_kind="row")
     limit = source.max_record_bytes
     errors = source.encoding_errors

@@ -230,6 +230,29 @@ def test_a_template_spec_a_value_does_not_fit_rejects_that_record_and_one_that_f
         run(tmp_path, {"path": str(p), "text_template": "{text:d}"}, "none")
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_template_char_that_is_a_lone_surrogate_is_a_reject_or_ufffd_under_replace(tmp_path, fmt):
+    """{n:c} of 0xD800-0xDFFF made a lone surrogate, which Python formats but no UTF-8 text holds: the
+    tokenizer refused it in a worker (TypeError: TextInputSequence must be str). It is a lone_surrogate
+    reject now, or U+FFFD under encoding_errors: replace, as an escaped one in JSON is."""
+    rows = [{"text": "a", "n": 0x41}, {"text": "b", "n": 0xD800}, {"text": "c", "n": 0xDFFF}, {"text": "d", "n": 0x42}]
+    p = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), p)
+    source = {"path": str(p), "text_template": "{text}{n:>2c}"}
+    tok = Tokenizer.from_file(str(DEMO_TOKENIZER))
+    out = run(tmp_path, source, "skip")
+    assert read_manifest(out).skipped == {"lone_surrogate": 2}
+    assert [tok.decode(ids[:-1].tolist()) for ids in read_split(out, "train")] == ["a A", "d B"]
+    reject = json.loads((out / "rejects.jsonl").read_text().splitlines()[0])
+    assert reject["reason"] == "lone_surrogate" and "{n:c} makes U+D800 of 'n' 55296" in reject["detail"]
+    out = run(tmp_path, {**source, "encoding_errors": "replace"}, "replace")
+    assert not read_manifest(out).skipped
+    assert [tok.decode(ids[:-1].tolist()) for ids in read_split(out, "train")] == ["a A", "b \ufffd", "c \ufffd", "d B"]
+
+
 def test_a_text_field_the_input_lacks_stops_the_run_under_skip(tmp_path):
     """The recipe's mistake, not bad records: without this a wrong text_field rejected every record (or
     failed every unit) and the run ended with an empty dataset, exit 0."""
