@@ -280,6 +280,9 @@ _EMPTY_HINTS = {
     "too_short": "lower source.min_chars",
     "too_long": "raise source.max_chars",
     "malformed_json": "rejects.jsonl shows how each line begins; is the input JSON Lines?",
+    "lone_surrogate": "the text holds lone UTF-16 surrogates (\\ud800-\\udfff escaped in JSON, strings cut inside "
+                      "an emoji's pair?, or made by a text_template {n:c}), which no UTF-8 holds; set "
+                      "source.encoding_errors: replace to read each as U+FFFD",
 }
 
 

@@ -230,6 +230,20 @@ def test_a_template_spec_a_value_does_not_fit_rejects_that_record_and_one_that_f
         run(tmp_path, {"path": str(p), "text_template": "{text:d}"}, "none")
 
 
+def test_a_dataset_left_empty_by_lone_surrogates_says_to_replace_them(tmp_path):
+    """Every record a lone_surrogate reject: the empty dataset's note named no fix for that reason (the
+    others', invalid_utf8 say, name theirs); it names encoding_errors: replace now, which reads them."""
+    p = tmp_path / "s.jsonl"
+    p.write_text("".join(json.dumps({"text": f"doc {i} \ud83d"}) + "\n" for i in range(5)))  # an emoji's first half
+    recipe = Recipe.from_dict({"name": "t", "source": {"path": str(p)}, "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                               "output": {"dir": str(tmp_path / "out" / "s")}})
+    notes = tokenize(recipe, show_progress=False).notes
+    assert any("most were lone_surrogate: the text holds lone UTF-16 surrogates" in n
+               and n.endswith("set source.encoding_errors: replace to read each as U+FFFD") for n in notes), notes
+    m = read_manifest(run(tmp_path, {"path": str(p), "encoding_errors": "replace"}, "replaced"))
+    assert m.splits["train"].num_docs == 5 and not m.skipped
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_a_template_char_that_is_a_lone_surrogate_is_a_reject_or_ufffd_under_replace(tmp_path, fmt):
     """{n:c} of 0xD800-0xDFFF made a lone surrogate, which Python formats but no UTF-8 text holds: the
