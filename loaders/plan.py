@@ -39,6 +39,7 @@ from .samplers import (
     mixture_weights,
     padded_width,
     permute_batch,
+    rank_slice,
     token_budget_batches,
 )
 from .shards import TokenShards
@@ -479,19 +480,6 @@ class EpochPlan:
             padded = int(np.sum(width * np.diff(bounds)))
             out["padding_fraction"] = 1.0 - float(lens.sum()) / max(1, padded)
         return out
-
-
-def rank_slice(start: int, stop: int, rank: int, world_size: int) -> tuple[int, int]:
-    """Rank `rank`'s rows [a, b) of the m = stop - start rows of one global batch: m * rank // W on.
-
-    A full batch gives each rank batch_size rows, as before. A drop_last=False tail is spread evenly,
-    contiguously and in rank order: it was cut into batch_size slices, so world 4, batch_size 8 and a
-    tail of 10 rows gave ranks 8, 2, 0 and 0 real rows, and the all-padding ranks' mean loss was
-    0 / 0 = NaN (spread to every rank by the DDP all-reduce); now 2, 3, 2, 3. The slices still
-    concatenate to the tail in order (the world_size=1 batch: resume across world sizes). Only with
-    m < W does a rank get no row (README, "Feeding PyTorch")."""
-    m = stop - start
-    return start + rank * m // world_size, start + (rank + 1) * m // world_size
 
 
 def hash_dict(d: dict) -> int:

@@ -9,7 +9,7 @@ epoch order is the whole state.
 - `mixture_weights` / `mixture_lookup_batch`: an exact, periodic interleave of several sources.
 - `megabatch_order` / `longest_batch_first` / `token_budget_batches`: length grouping (HF's
   megabatch trick) plus token-budget batches, vectorized over millions of samples.
-- `rank_rows`: which rows of a global batch one rank gets.
+- `rank_slice`: which rows of a global batch one rank gets.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 __all__ = [
     "derive_key", "permute_batch", "epoch_rng", "mixture_weights", "mixture_pattern",
     "mixture_lookup_batch", "megabatch_order", "longest_batch_first", "padded_width", "token_budget_batches",
-    "rank_rows",
+    "rank_slice",
 ]
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -222,7 +222,14 @@ def token_budget_batches(sorted_lengths: np.ndarray, megabatch: int, max_tokens:
     return np.asarray(bounds, dtype=np.int64)
 
 
-def rank_rows(start: int, stop: int, batch_size: int, rank: int) -> tuple[int, int]:
-    """Rank `rank`'s slice [a, b) of the global batch [start, stop); may be short or empty at epoch end."""
-    a = min(start + rank * batch_size, stop)
-    return a, min(a + batch_size, stop)
+def rank_slice(start: int, stop: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rank `rank`'s rows [a, b) of the m = stop - start rows of one global batch: m * rank // W on.
+
+    A full batch gives each rank batch_size rows, as before. A drop_last=False tail is spread evenly,
+    contiguously and in rank order: it was cut into batch_size slices, so world 4, batch_size 8 and a
+    tail of 10 rows gave ranks 8, 2, 0 and 0 real rows, and the all-padding ranks' mean loss was
+    0 / 0 = NaN (spread to every rank by the DDP all-reduce); now 2, 3, 2, 3. The slices still
+    concatenate to the tail in order (the world_size=1 batch: resume across world sizes). Only with
+    m < W does a rank get no row (README, "Feeding PyTorch")."""
+    m = stop - start
+    return start + rank * m // world_size, start + (rank + 1) * m // world_size

@@ -246,8 +246,9 @@ def _array_end(body: bytes) -> int:
 
 def _array_then_more(data: bytes, bom: int) -> list | None:
     """The records of a file that is one JSON array followed by more (`[...]` then `{...}`: a record
-    appended to an array file, two exports joined), the rest one Malformed record after them (one
-    malformed_json reject, at the next row); None when it is not so. Before, such a file was read as
+    appended to an array file), the rest one Malformed record after them (one malformed_json reject,
+    at the next row; two array exports joined keep the first's records only, the second is that one
+    reject); None when it is not so. Before, such a file was read as
     JSON Lines: a reject per line (60,002 for 20,000 pretty-printed records), every record lost. An
     array on one line is JSON Lines' first record still (`[1, 2]` then records: one reject, the rest
     read), as JSON Lines holds no record over several lines."""

@@ -7,10 +7,12 @@ ignored". The readers here failed the unit that met those bytes, whose error sai
 decoded ("it decodes to byte 942,800 of its decompressed text, then fails": all of it), and its
 documents were lost (a JSONL file's last unit: 128 of them in a test). Now the stream ends at the last
 complete member and keeps what followed (`trailing`); the unit that read to the end says so in a
-note (base.trailing_notice). What follows must not begin like a member: bytes that open with gzip's
-or zstd's magic are a member cut short or damaged, the errors they always were. NUL bytes after a
-gzip member are padding (tape blocks), skipped silently as gzip's own reader does; after a zstd
-frame, whose format has no such padding, they are trailing bytes like any other.
+note (base.trailing_notice). What follows must not look like a member: bytes that open with gzip's
+magic, or with it one byte off before deflate's method byte, or a file cut inside it, are a member
+cut short or damaged, the errors they always were (ignored, a flipped bit in a second member's magic
+dropped its documents with a note and exit 0). NUL bytes after a gzip member are padding (tape
+blocks), skipped silently as gzip's own reader does. A .zst is stricter, as `zstd -d` is: anything
+after its last frame that is not a frame is damage.
 
 Each compressed read is decoded at once (isal's inflate: 56 MB of JSONL from gzip -6 in 0.026 s, its
 igzip.GzipFile 0.022 s; the standard library's zlib where isal is missing), a member's output bounded
@@ -48,6 +50,7 @@ class _Members(io.RawIOBase):
     OUT_BYTES = 1 << 20  # decompressed bytes at most per step: a 1000x member's 128 KiB feed is 128 MB
     MAGIC_BYTES = 4       # what tells whether the next bytes begin a member
     PADDING = False       # NUL bytes after a member are padding, skipped (gzip)
+    TRAILING = False      # bytes after the last member that are not one may be ignored (gzip), else damage
 
     def __init__(self, raw: BinaryIO):
         self._raw = raw
@@ -139,6 +142,8 @@ class _Members(io.RawIOBase):
             data += more
         if self._is_member(data):
             return data
+        if not self.TRAILING or self._damaged_member(data):
+            raise self._not_a_member(data)
         at, size = self._read - len(data), len(data)
         while more := self._read_raw():  # counted, not kept
             size += len(more)
@@ -155,6 +160,15 @@ class _Members(io.RawIOBase):
     def _is_member(self, data: bytes) -> bool:
         raise NotImplementedError
 
+    def _damaged_member(self, data: bytes) -> bool:
+        """Whether `data`, which does not begin a member, looks like one damaged or cut short (then an
+        error, never ignored): a member whose magic lost a bit, or a file cut inside the magic, left half
+        the documents out of a run that exited 0 with a note."""
+        return False
+
+    def _not_a_member(self, data: bytes) -> BaseException:
+        raise NotImplementedError
+
     def _cut_short(self) -> BaseException:
         raise NotImplementedError
 
@@ -164,8 +178,9 @@ class GzipMembers(_Members):
     (`inflate`: the module), each checked against its CRC-32 and length (the errors gzip's reader
     raises: EOFError for a stream cut short, isal's IsalError or zlib.error for damage)."""
 
-    MAGIC_BYTES = 2
+    MAGIC_BYTES = 3
     PADDING = True
+    TRAILING = True  # as `gzip -d`: "decompression OK, trailing garbage ignored"
 
     def __init__(self, raw: BinaryIO, inflate):
         super().__init__(raw)
@@ -195,13 +210,25 @@ class GzipMembers(_Members):
     def _is_member(self, data: bytes) -> bool:
         return data[:2] == GZIP_MAGIC
 
+    def _damaged_member(self, data: bytes) -> bool:
+        # cut inside the magic (b"\x1f" at the end), or one of its two bytes off before deflate's method
+        # byte 8 (b"\x1e\x8b\x08": one bit flipped)
+        return (len(data) < 2 and GZIP_MAGIC.startswith(data)) or data[1:3] == GZIP_MAGIC[1:] + b"\x08" or \
+            (data[:1] == GZIP_MAGIC[:1] and data[2:3] == b"\x08")
+
+    def _not_a_member(self, data: bytes) -> BaseException:
+        import gzip
+        return gzip.BadGzipFile(f"Not a gzipped file ({data[:2]!r})")  # what gzip's own reader says
+
     def _cut_short(self) -> BaseException:
         return EOFError("Compressed file ended before the end-of-stream marker was reached")
 
 
 class ZstdMembers(_Members):
     """A .zst stream: frames (zstd -T, pzstd and skippable frames write several); a frame cut short
-    raises InputCorrupt (zstandard's own stream reader gives EOF there, a silently short read)."""
+    raises InputCorrupt (zstandard's own stream reader gives EOF there, a silently short read). Bytes
+    after the last frame that are not one are damage, as `zstd -d` says ("unsupported format"): a frame
+    whose magic lost a bit is not told from appended bytes by anything a reader could check."""
 
     def __init__(self, raw: BinaryIO):
         super().__init__(raw)
@@ -223,6 +250,9 @@ class ZstdMembers(_Members):
 
     def _is_member(self, data: bytes) -> bool:
         return data[:4] == ZSTD_MAGIC or (len(data) >= 4 and data[0] & 0xF0 == 0x50 and data[1:4] == _SKIPPABLE)
+
+    def _not_a_member(self, data: bytes) -> BaseException:
+        return InputCorrupt(f"zstd: the bytes after a complete frame are not a frame ({data[:4]!r})")
 
     def _cut_short(self) -> BaseException:
         return InputCorrupt("the last zstd frame is truncated (end of file inside a frame)")

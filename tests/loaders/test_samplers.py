@@ -14,7 +14,7 @@ from loaders.samplers import (
     mixture_weights,
     padded_width,
     permute_batch,
-    rank_rows,
+    rank_slice,
     token_budget_batches,
 )
 
@@ -93,8 +93,13 @@ def test_token_budget_batches(lens, mega, budget, mult):
 
 
 @given(start=st.integers(0, 100), n=st.integers(0, 40), bs=st.integers(1, 8), world=st.integers(1, 5))
-def test_rank_rows_partition_the_global_batch(start, n, bs, world):
+def test_rank_slices_partition_the_global_batch(start, n, bs, world):
+    """In rank order, each rank batch_size rows of a full batch and an even share of a short one."""
     stop = start + min(n, bs * world)
-    rows = [rank_rows(start, stop, bs, r) for r in range(world)]
+    rows = [rank_slice(start, stop, r, world) for r in range(world)]
     covered = [i for a, b in rows for i in range(a, b)]
     assert covered == list(range(start, stop))
+    sizes = [b - a for a, b in rows]
+    assert max(sizes) - min(sizes) <= 1 and max(sizes) <= bs
+    if stop - start == bs * world:
+        assert rows == [(start + r * bs, start + (r + 1) * bs) for r in range(world)]
