@@ -183,6 +183,7 @@ def _format_error(template: str, fields: list[str], values: list) -> RecordError
 
 
 SURROGATE_REASON = surrogates.REASON
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _char_fields(template: str, fields: list[str]) -> list[int]:
@@ -234,22 +235,22 @@ class TextExtractor:
             if type(v) is not str and (isinstance(v, bool) or not isinstance(v, (str, int, float))):
                 raise _type_error(name, v)
             values.append(v)
-        for i in self.chars:
-            if type(values[i]) is int and 0xD800 <= values[i] <= 0xDFFF:
-                values[i] = self._lone_surrogate(self.fields[i], values[i])
+        lone = [i for i in self.chars if type(values[i]) is int and 0xD800 <= values[i] <= 0xDFFF]
+        if lone and not self.replace:
+            raise self._lone_surrogate(self.fields[lone[0]], values[lone[0]])
         try:
-            return self.format.format(*values)
+            text = self.format.format(*values)
         except (ValueError, OverflowError):  # {n:d} on a string, {n:c} past U+10FFFF: this record is bad
             raise _format_error(self.template, self.fields, values) from None
+        # the character itself becomes U+FFFD, not the field's value: `{n} is {n:c}` keeps its number
+        return _LONE_SURROGATE.sub("\ufffd", text) if lone else text
 
-    def _lone_surrogate(self, name: str, value: int) -> int:
-        """U+FFFD for a {n:c} value that is a lone surrogate, under encoding_errors: replace; else its reject.
-        Why: Python formats it (chr(0xD800) is a str), but no UTF-8 text holds one, and the tokenizer
-        refused it in a worker (`TextInputSequence must be str`): as the JSON readers treat an escaped one
-        (readers/surrogates.py)."""
-        if self.replace:
-            return 0xFFFD
-        raise RecordError(SURROGATE_REASON, f"{{{name}:c}} makes U+{value:04X} of {name!r} {value}, a lone UTF-16 "
+    def _lone_surrogate(self, name: str, value: int) -> RecordError:
+        """The reject of a {n:c} value that is a lone surrogate (under encoding_errors: replace it is written
+        as U+FFFD instead). Why: Python formats it (chr(0xD800) is a str), but no UTF-8 text holds one, and
+        the tokenizer refused it in a worker (`TextInputSequence must be str`): as the JSON readers treat an
+        escaped one (readers/surrogates.py)."""
+        return RecordError(SURROGATE_REASON, f"{{{name}:c}} makes U+{value:04X} of {name!r} {value}, a lone UTF-16 "
                                             "surrogate (U+D800-U+DFFF), which no UTF-8 text can hold; set "
                                             "source.encoding_errors: replace to write it as U+FFFD")
 

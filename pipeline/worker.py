@@ -26,6 +26,7 @@ from pipeline.filters import (
 )
 from pipeline.manifest import dtype_for_vocab
 from pipeline.readers import BadRecords, WorkUnit, get_reader
+from pipeline.readers.base import compression_of
 from pipeline.readers.json_array import range_first
 from pipeline.recipe import Recipe
 from pipeline.shards import RollingShardWriter, check_id_range
@@ -285,6 +286,8 @@ class _Sink:
                     place = "the document that is the whole file"
                 else:
                     where, place = unit.path, f"the document at {kind} {at}"
+                    if kind == "byte" and compression_of(unit.path):  # the reader's offsets are decompressed
+                        place += " of its decompressed text"
                 shown = f"{place} ({len(text):,} characters, starting {text[:40]!r})"
                 break
         # a tiktoken:<name> encoding has no other engine (backend hf refuses it)

@@ -210,7 +210,14 @@ def _holder_one_by_one(data: bytes, field: list[str]):
         key = _KEY.match(member)
         if key is None:
             return None
-        name, value = orjson.loads(key[1]), member[key.end():]
+        try:  # a key that is not valid JSON text (latin-1 bytes, a raw tab): damage, read_document's error
+            name = orjson.loads(key[1])
+        except orjson.JSONDecodeError:
+            try:  # a lone surrogate escape, as _lenient reads it
+                name = json.loads(key[1])
+            except ValueError:
+                return None
+        value = member[key.end():]
         if name == field[0]:
             holder[name] = (_records_one_by_one(value) if len(field) == 1
                             else _holder_one_by_one(value, field[1:]))

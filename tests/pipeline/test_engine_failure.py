@@ -109,3 +109,14 @@ def test_a_tiktoken_encoding_is_not_sent_to_backend_hf():
     assert said["tiktoken:gpt2"].startswith("in/a.jsonl: tokenizer backend tiktoken 0.14.0 failed on the document at "
                                             "byte 0 (9 characters, starting 'some text'): ValueError: boom")
     assert "backend=hf" not in said["tiktoken:gpt2"] and "backend=hf" in said["tokenizer.json"]
+
+
+def test_a_compressed_file_says_its_byte_is_of_the_decompressed_text(tmp_path, failing_engine):
+    import gzip
+
+    texts = ["first document here", f"{BAD} second", "third"]
+    corpus = tmp_path / "c.jsonl.gz"
+    corpus.write_bytes(gzip.compress("".join(json.dumps({"text": t}) + "\n" for t in texts).encode()))
+    at = len(json.dumps({"text": texts[0]})) + 1
+    line = _fails_with(tmp_path, corpus)
+    assert f"failed on the document at byte {at} of its decompressed text (" in line, line

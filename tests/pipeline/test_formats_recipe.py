@@ -343,3 +343,14 @@ def test_a_local_double_star_inside_a_name_says_to_make_it_a_component(tmp_path)
     (d / "odd**.jsonl").write_text("{}\n")
     named = Recipe.from_dict({**BASE, "source": {"path": f"{d}/odd**.jsonl"}}).sources[0]
     assert named.expand_files() == [str(d / "odd**.jsonl")]
+
+
+def test_a_lone_surrogate_char_is_replaced_where_it_is_written_not_in_the_field_value():
+    """Under encoding_errors: replace, `{n} is {n:c}` of 0xD800 wrote '65533 is \ufffd': the field's value
+    was replaced for both uses. Only the character is (a review found it); under skip it is a reject."""
+    replace = TextExtractor("text", "{n} is {n:c} or {n:>3c}", "replace")
+    assert replace({"n": 0xD800}) == "55296 is \ufffd or   \ufffd"
+    assert replace({"n": 0x41}) == "65 is A or   A"
+    with pytest.raises(RecordError) as e:
+        TextExtractor("text", "{n} is {n:c}")({"n": 0xDFFF})
+    assert e.value.reason == "lone_surrogate"

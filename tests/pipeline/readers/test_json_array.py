@@ -357,3 +357,15 @@ def test_a_record_nested_too_deep_is_one_reject_in_a_holder_or_jq_objects(tmp_pa
     assert texts == [records[i]["text"] for i in kept] and positions == kept
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json"), (7, "malformed_json")]
     assert "nested deeper than" in bad[1]["detail"] and bad[1]["text"].startswith("{")
+
+
+@pytest.mark.parametrize("key", [b'"caf\xe9"', b'"a\tb"'])
+def test_a_records_field_file_with_a_bad_key_is_its_error_not_a_traceback(tmp_path, key):
+    """A records_field file that does not parse is read again member by member (for a record nested too
+    deep); a key that is not valid JSON text (latin-1 bytes, a raw tab) raised orjson's JSONDecodeError
+    out of that, a traceback that ended the run. It is the file's one-line error again (a review found it)."""
+    path = tmp_path / "a.json"
+    path.write_bytes(b"{" + key + b': 1, "data": [{"text": "hello world"}, {"text": "bye"}]}')
+    source = SourceConfig(path=str(path), records_field="data")
+    with pytest.raises(PrepError, match=f"{path}: not one JSON object"):
+        read_all(source, [str(path)], unit_bytes=1 << 20)
