@@ -140,12 +140,8 @@ def _array_elements(data: bytes, brackets: bytes = b"[]") -> list[bytes] | None:
     if body[:1] != brackets[:1] or body[-1:] != brackets[1:]:
         return None
     elements, start, depth = [], 1, 0
-    for m in _STRUCTURE.finditer(body):
-        c = body[m.start()]
-        if c in b"[{":
-            depth += 1
-        elif c in b"]}":
-            depth -= 1
+    for m, c, depth in _depths(body):
+        if c in b"]}":
             if depth < 0 or depth == 0 and m.end() != len(body):
                 return None
         elif c == 0x2C and depth == 1:  # a comma between two records
@@ -239,6 +235,14 @@ def _holder_one_by_one(data: bytes, field: list[str]):
 
 def _array_end(body: bytes) -> int:
     """One past the `]` that closes the array opening `body`, or -1 (its brackets do not balance)."""
+    for m, c, depth in _depths(body):
+        if c in b"]}" and depth <= 0:
+            return m.end() if depth == 0 else -1
+    return -1
+
+
+def _depths(body: bytes):
+    """(match, its first byte, the bracket depth after it) for each string, bracket and comma of `body`."""
     depth = 0
     for m in _STRUCTURE.finditer(body):
         c = body[m.start()]
@@ -246,9 +250,7 @@ def _array_end(body: bytes) -> int:
             depth += 1
         elif c in b"]}":
             depth -= 1
-            if depth <= 0:
-                return m.end() if depth == 0 else -1
-    return -1
+        yield m, c, depth
 
 
 def _array_then_more(data: bytes, bom: int) -> list | None:
