@@ -279,15 +279,7 @@ class _Sink:
                     raise
                 error = e
                 index = int(file_index[i]) if np.ndim(file_index) else int(file_index)
-                unit = next((m for m in self.unit.group if m.file_index == index), self.unit)  # a group's member
-                kind, at = self.kinds.get(index, "byte"), int(positions[i])
-                if kind == "file":  # text, one document per file: `at` is the file's number in its source
-                    where = unit.paths[at - unit.start] if unit.paths else unit.path
-                    place = "the document that is the whole file"
-                else:
-                    where, place = unit.path, f"the document at {kind} {at}"
-                    if kind == "byte" and compression_of(unit.path):  # the reader's offsets are decompressed
-                        place += " of its decompressed text"
+                where, place = self._locate(index, int(positions[i]))
                 shown = f"{place} ({len(text):,} characters, starting {text[:40]!r})"
                 break
         # a tiktoken:<name> encoding has no other engine (backend hf refuses it)
@@ -296,6 +288,17 @@ class _Sink:
         said = " ".join(str(error).split())  # one line, as the CLI prints errors
         return EngineFailed(f"{where}: {engine} failed on {shown}: {type(error).__name__}: {said}. This is a bug "
                             f"in the engine or in prep: please report it with that document{fix}")
+
+    def _locate(self, file_index: int, at: int) -> tuple[str, str]:
+        """(the file, where in it) of the document at position `at` of file `file_index` of this unit."""
+        unit = next((m for m in self.unit.group if m.file_index == file_index), self.unit)  # a group's member
+        kind = self.kinds.get(file_index, "byte")
+        if kind == "file":  # text, one document per file: `at` is the file's number in its source
+            return (unit.paths[at - unit.start] if unit.paths else unit.path), "the document that is the whole file"
+        place = f"the document at {kind} {at}"
+        if kind == "byte" and compression_of(unit.path):  # the reader's offsets are decompressed ones
+            place += " of its decompressed text"
+        return unit.path, place
 
 
 class _Pending:
