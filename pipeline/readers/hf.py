@@ -19,6 +19,8 @@ the same way; only streamed shards and views (split slices) go through `datasets
   over the workers (fewer shards than workers, or a last round that leaves workers idle) a warning
   says so. Progress counts shards (their sizes are not known up front).
 Only the columns the text needs are read (`select_columns`).
+Text columns are read as Parquet's are (pipeline.readers.arrow_values): binary decoded as UTF-8, a
+value that is not UTF-8 its row's invalid_utf8 reject.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from pipeline import hub
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError, shown_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.readers.arrow_values import BadUtf8, has_bad_utf8, texts_of
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path, value_preview
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import HF_SAVED_MARKERS, is_local_saved_dataset, is_url
@@ -302,7 +305,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     if names is not None:
         ds = (ds.select if unit.paths else ds.select_columns)(extract.columns_in(names)[0])
     row = unit.start if not streamed else 0
-    for columns in _iter_column_batches(ds, unit, min(batch_docs, READ_ROWS), where, streamed):
+    for columns in _iter_column_batches(ds, unit, min(batch_docs, READ_ROWS), where, streamed,
+                                        source.encoding_errors):
         values = columns.get(extract.field) if plain else None
         n = len(next(iter(columns.values()))) if columns else 0
         for i in range(n):
@@ -311,9 +315,14 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 if plain:
                     if values is None:
                         raise RecordError("missing_field", f"no {extract.field!r}")
+                    if isinstance(values[i], BadUtf8):
+                        raise RecordError("invalid_utf8", f"{extract.field!r} is not UTF-8")
                     text = extract.check(extract.field, values[i])
                 else:
-                    text = extract({k: v[i] for k, v in columns.items()})
+                    record = {k: v[i] for k, v in columns.items()}
+                    if has_bad_utf8(record):
+                        raise RecordError("invalid_utf8", "a field is not UTF-8")
+                    text = extract(record)
             except RecordError as e:
                 shown = values[i] if plain and values is not None else {k: v[i] for k, v in columns.items()}
                 bad.reject(e.reason, pos, value_preview(shown), e.detail, row=pos, path=where)
@@ -328,16 +337,21 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
     yield batcher.take(unit.size)
 
 
-def _iter_column_batches(ds, unit: WorkUnit, batch_docs: int, where: str, streamed: bool) -> Iterator[dict]:
+def _iter_column_batches(ds, unit: WorkUnit, batch_docs: int, where: str, streamed: bool,
+                         errors: str) -> Iterator[dict]:
     """Dicts of column -> list of values, `batch_docs` rows each, for the unit's rows or shard."""
     if streamed:
         shard = ds if unit.payload else ds.shard(num_shards=ds.num_shards, index=unit.start)
         it = iter(shard.iter(batch_size=batch_docs))
-    elif unit.paths:  # a pyarrow Table
-        it = (ds.slice(a, min(batch_docs, unit.end - a)).to_pydict() for a in range(unit.start, unit.end, batch_docs))
     else:
-        arrow = ds.with_format("arrow")
-        it = (arrow[a:min(a + batch_docs, unit.end)].to_pydict() for a in range(unit.start, unit.end, batch_docs))
+        # a pyarrow Table (unit.paths), or a Dataset's rows as one; texts_of, not to_pydict: a value that
+        # is not UTF-8 (an Arrow file written by pyarrow, which does not check) raised UnicodeDecodeError
+        # and failed the unit, and a binary column (datasets' Value("binary")) was non_string_text
+        table = ds if unit.paths else ds.with_format("arrow")
+        it = ({name: texts_of(rows.column(name), errors) for name in rows.column_names}
+              for a in range(unit.start, unit.end, batch_docs)
+              for rows in [table.slice(a, min(batch_docs, unit.end - a)) if unit.paths
+                           else table[a:min(a + batch_docs, unit.end)]])
     while True:
         try:
             batch = next(it, None)

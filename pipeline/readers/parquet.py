@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from pipeline.errors import RESUME_FIX, PrepError, not_a_column, refuse_repeated_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
+from pipeline.readers.arrow_values import BadUtf8, has_bad_utf8, rows_of, texts_of
 from pipeline.readers.base import (
     READ_ROWS,
     BadRecords,
@@ -195,61 +196,6 @@ def _check_columns(path: str, names: list[str], source: SourceConfig) -> None:
     refuse_repeated_columns(path, columns, names, "the file", source.text_template is not None)
 
 
-def _texts_of(column, errors: str) -> list:
-    """A column's values as Python objects; strings checked for UTF-8, binary decoded. Every string
-    and binary layout pyarrow reads back counts: string, large_string, string_view (pyarrow keeps it
-    through Parquet's schema metadata), and a dictionary of any of them (`dictionary_encode()`d, or
-    read_dictionary). One value that is not UTF-8 in a string_view or dictionary column raised
-    UnicodeDecodeError out of `to_pylist`, which failed the whole unit as "row group does not
-    decode": every good row of it lost, where a string column rejected that one row."""
-    import pyarrow as pa
-    t = column.type
-    inner = t.value_type if pa.types.is_dictionary(t) else t
-    if _is_text(inner):
-        try:
-            return column.to_pylist()
-        except UnicodeDecodeError:  # read as bytes below: the bad values become rejects
-            pass
-    elif not _is_binary(inner):
-        return column.to_pylist()
-    return [_decode(v, errors) for v in column.cast(pa.large_binary()).to_pylist()]
-
-
-def _is_text(t) -> bool:
-    import pyarrow as pa
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "is_string_view")
-
-
-def _is_binary(t) -> bool:
-    import pyarrow as pa
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "is_binary_view")
-
-
-def _is_view(t, test: str) -> bool:
-    """pyarrow >= 16 has view types; the floor (pyproject) is 14, which has neither type nor test."""
-    import pyarrow as pa
-    return getattr(pa.types, test, lambda _t: False)(t)
-
-
-class _BadUtf8:
-    """A value that was not UTF-8 (kept for the rejects preview)."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def __str__(self) -> str:
-        return self.data.decode("utf-8", "replace")
-
-
-def _decode(v, errors: str):
-    if v is None:
-        return None
-    try:
-        return v.decode("utf-8")
-    except UnicodeDecodeError:
-        return v.decode("utf-8", "replace") if errors == "replace" else _BadUtf8(v)
-
-
 def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_docs: int) -> Iterator[DocBatch]:
     pf, f = _open(unit.path, source.storage_options, streamed=True)
     extract = TextExtractor(source.text_field, source.text_template, source.encoding_errors)
@@ -277,7 +223,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                     if rb is not None:
                         # by name: a projection onto `meta.body` also holds a struct column `meta`'s
                         # field body when the file has both (pyarrow selects by column path)
-                        values = _texts_of(rb.column(extract.field), errors) if plain else _records_of(rb)
+                        values = texts_of(rb.column(extract.field), errors) if plain else rows_of(rb, errors)
                 except PrepError:
                     raise
                 except Exception as e:  # ArrowInvalid, OSError, decompression errors: a damaged row group
@@ -290,12 +236,12 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                     try:
                         if plain:
                             if type(value) is not str:
-                                if isinstance(value, _BadUtf8):
+                                if isinstance(value, BadUtf8):
                                     raise RecordError("invalid_utf8", f"{extract.field!r} is not UTF-8")
                                 text = extract.check(extract.field, value)
                             else:
                                 text = value
-                        elif isinstance(value, _BadUtf8):
+                        elif has_bad_utf8(value):
                             raise RecordError("invalid_utf8", "a field is not UTF-8")
                         else:
                             text = extract(value)
@@ -311,17 +257,3 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                 row0 += len(values)
             pending_bytes += unit.size if unit.payload else _row_group_bytes(meta, rg)
     yield batcher.take(pending_bytes)
-
-
-def _records_of(rb) -> list:
-    """Rows as dicts; a row holding a string that is not UTF-8 becomes _BadUtf8 (always rejected)."""
-    try:
-        return rb.to_pylist()
-    except UnicodeDecodeError:
-        rows = []
-        for i in range(rb.num_rows):
-            try:
-                rows.append(rb.slice(i, 1).to_pylist()[0])
-            except UnicodeDecodeError:
-                rows.append(_BadUtf8(b"(a field of this row is not UTF-8)"))
-        return rows

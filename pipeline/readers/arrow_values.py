@@ -1,0 +1,84 @@
+"""Arrow columns (Parquet row groups, Hugging Face Arrow files) as Python values for the text extractor.
+
+Every string and binary layout pyarrow reads counts as text: string, large_string, string_view (pyarrow
+keeps it through Parquet's schema metadata), binary / large_binary / binary_view (decoded as UTF-8,
+following `encoding_errors`), and a dictionary of any of them. A value that is not UTF-8 becomes
+BadUtf8 (one `invalid_utf8` reject) instead of a UnicodeDecodeError out of `to_pylist`, which failed
+the whole unit: every good row of a Parquet row group, or of up to `unit_bytes` of a Hugging Face
+dataset, was lost for one bad value.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BadUtf8", "texts_of", "rows_of", "has_bad_utf8"]
+
+
+class BadUtf8:
+    """A value that was not UTF-8 (kept for the rejects preview)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __str__(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+
+def texts_of(column, errors: str) -> list:
+    """A column's (Array or ChunkedArray) values as Python objects: strings checked for UTF-8, binary
+    decoded under `errors` (skip: BadUtf8, replace: U+FFFD); other types as pyarrow gives them, and a
+    nested value (a struct or list) holding a string that is not UTF-8 as BadUtf8."""
+    import pyarrow as pa
+    t = column.type
+    inner = t.value_type if pa.types.is_dictionary(t) else t
+    if _is_binary(inner):
+        return [_decode(v, errors) for v in column.cast(pa.large_binary()).to_pylist()]
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:  # one bad value: decoded one at a time below, the bad ones become rejects
+        pass
+    if _is_text(inner):
+        return [_decode(v, errors) for v in column.cast(inner).cast(pa.large_binary()).to_pylist()]
+    return [_one_value(column.slice(i, 1)) for i in range(len(column))]
+
+
+def _one_value(one):
+    try:
+        return one.to_pylist()[0]
+    except UnicodeDecodeError:
+        return BadUtf8(b"(a string inside this value is not UTF-8)")
+
+
+def rows_of(table, errors: str) -> list[dict]:
+    """A Table's or RecordBatch's rows as dicts of column -> texts_of value (a text_template's input)."""
+    names = table.schema.names
+    columns = [texts_of(table.column(i), errors) for i in range(len(names))]
+    return [dict(zip(names, values)) for values in zip(*columns)]
+
+
+def has_bad_utf8(row: dict) -> bool:
+    return any(isinstance(v, BadUtf8) for v in row.values())
+
+
+def _is_text(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "is_string_view")
+
+
+def _is_binary(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "is_binary_view")
+
+
+def _is_view(t, test: str) -> bool:
+    """pyarrow >= 16 has view types; the floor (pyproject) is 14, which has neither type nor test."""
+    import pyarrow as pa
+    return getattr(pa.types, test, lambda _t: False)(t)
+
+
+def _decode(v, errors: str):
+    if v is None:
+        return None
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return v.decode("utf-8", "replace") if errors == "replace" else BadUtf8(v)
