@@ -160,10 +160,7 @@ def load(source: SourceConfig):
         if _is_saved_dir(source.path, source.storage_options):
             ds = datasets.load_from_disk(local_path(source.path), storage_options=source.storage_options or None)
             if isinstance(ds, datasets.DatasetDict):
-                if split not in ds:
-                    raise PrepError(f"source.split: {split!r} is not a split of {source.path} "
-                                    f"(it has {', '.join(ds)})")
-                ds = ds[split]
+                ds = _split_of(ds, split, source.path)
             else:
                 _refuse_split_of_a_dataset(source, None if ds.split is None else str(ds.split))
             if source.streaming:
@@ -187,6 +184,20 @@ def load(source: SourceConfig):
                         "save_to_disk directory") from None
     _CACHE[key] = ds
     return ds
+
+
+def _split_of(dd, split: str, path: str):
+    """A saved DatasetDict's split, or its slice (`train[:10%]`, `train[10:20]+test`, read as load_dataset
+    reads one): a slice was refused as "'train[:10%]' is not a split of ... (it has train)"."""
+    import datasets
+    if split in dd:
+        return dd[split]
+    try:
+        parts = datasets.ReadInstruction.from_spec(split).to_absolute({k: len(v) for k, v in dd.items()})
+    except (ValueError, KeyError, AssertionError):  # not a slice, or a slice of a split it lacks
+        raise PrepError(f"source.split: {split!r} is not a split of {path} (it has {', '.join(dd)})") from None
+    views = [dd[p.splitname].select(range(p.from_, p.to)) for p in parts]
+    return views[0] if len(views) == 1 else datasets.concatenate_datasets(views)
 
 
 def _streamed(ds) -> bool:

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.errors import PrepError
 from pipeline.readers import hf as hf_reader
 from pipeline.readers import parquet as pq_reader
 from pipeline.recipe import SourceConfig
@@ -89,3 +90,22 @@ def test_parquet_template_decodes_binary_and_replaces_bad_utf8_as_text_field_doe
                              "text": ["x", "y"]}), path)
     source = SourceConfig(path=str(path), text_template="{title}: {text}", encoding_errors="replace")
     assert readerkit.read_all(pq_reader, source, [str(path)])[1] == ["A: x", "B \ufffd: y"]
+
+
+def test_a_slice_of_a_saved_dataset_dicts_split_is_read(tmp_path):
+    """`split: train[:10%]` of a save_to_disk DatasetDict was refused as "'train[:10%]' is not a split of
+    ... (it has train, test)", naming a split it has; it reads the slice as load_dataset reads one (each
+    worker loads the view again), and a slice of a split it lacks is refused as before."""
+    texts = [f"row {i}" for i in range(50)]
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts}),
+                          "test": datasets.Dataset.from_dict({"text": ["t0", "t1"]})}
+                         ).save_to_disk(str(tmp_path / "saved"), num_shards={"train": 2, "test": 1})
+    for split, want in (("train[:10%]", texts[:5]), ("train[-3:]+test", texts[-3:] + ["t0", "t1"])):
+        hf_reader._CACHE.clear()
+        source = SourceConfig(path=str(tmp_path / "saved"), format="hf", split=split)
+        units, got, positions, bad = readerkit.read_all(hf_reader, source, [source.path])
+        assert got == want and positions == list(range(len(want))) and not bad
+    hf_reader._CACHE.clear()
+    with pytest.raises(PrepError, match=r"^source\.split: 'valid\[:10%\]' is not a split of .*saved \(it has train, test\)$"):
+        readerkit.read_all(hf_reader, SourceConfig(path=str(tmp_path / "saved"), format="hf", split="valid[:10%]"),
+                           [str(tmp_path / "saved")])
