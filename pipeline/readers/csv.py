@@ -466,6 +466,9 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         cuts: list[int] = []
         if size > unit_bytes and serves_ranges(path, source.storage_options):
             with open_raw(path, source.storage_options) as f:
+                # first: a UTF-16 file's or an archive's bytes scanned as CSV warned of stray quotes
+                # ("the file is not quoted as CSV") before the worker's error named what it is
+                refuse_mislabeled_stream(path, f)
                 cuts = [c for c in record_cuts(f, unit_bytes, dialect, path, size,
                                                lambda at, p=path, n=size: _warn_one_unit(p, at, n, unit_bytes))
                         if c < size]

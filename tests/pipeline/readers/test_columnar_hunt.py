@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.errors import PrepError
+from pipeline.errors import PrepError, SchemaError
+from pipeline.readers import csv as csv_reader
 from pipeline.readers import hf as hf_reader
 from pipeline.readers import parquet as pq_reader
 from pipeline.recipe import SourceConfig
@@ -109,3 +110,16 @@ def test_a_slice_of_a_saved_dataset_dicts_split_is_read(tmp_path):
     with pytest.raises(PrepError, match=r"^source\.split: 'valid\[:10%\]' is not a split of .*saved \(it has train, test\)$"):
         readerkit.read_all(hf_reader, SourceConfig(path=str(tmp_path / "saved"), format="hf", split="valid[:10%]"),
                            [str(tmp_path / "saved")])
+
+
+def test_a_utf16_csv_is_named_by_the_plan_without_a_stray_quote_warning(tmp_path, caplog):
+    """A big UTF-16 CSV (Excel's "Unicode Text") was scanned for cuts as UTF-8: every quote sat beside
+    a NUL byte, so the plan warned "the file is not quoted as CSV ... set source.quoting: none" (the
+    wrong fix) before a worker's error said the file is UTF-16. The plan now says that first, alone."""
+    rows = "".join(f'{i},"text ""{i}"", with a comma"\r\n' for i in range(20_000))
+    path = tmp_path / "a.csv"
+    path.write_bytes(("id,text\r\n" + rows).encode("utf-16"))
+    source = SourceConfig(path=str(path), format="csv")
+    with pytest.raises(SchemaError, match=r"a\.csv: its text is UTF-16LE, and prep reads UTF-8; convert it"):
+        csv_reader.plan(source, 0, [str(path)], 1 << 16)
+    assert not [r for r in caplog.records if "quote" in r.getMessage()]
