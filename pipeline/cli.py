@@ -75,6 +75,9 @@ def tokenize(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a complete dataset, or discard an unfinished run of another recipe."),
     progress: bool = typer.Option(True, "--progress/--no-progress",
                                   help="Show the live progress bar on a terminal (in a pipe or log: its last state, one line)."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Write the dataset even when it holds no document (every record skipped, or "
+        "none in the input); without it such a run exits 1, naming why records were skipped, and writes no manifest."),
 ) -> None:
     """Tokenize a corpus into DIR/<split>/*.bin + *.idx shards and DIR/manifest.json.
 
@@ -84,7 +87,7 @@ def tokenize(
     Exit codes: 0 done, 1 an error (one line), 2 a usage error, 130 Ctrl-C, 143 SIGTERM.
     """
     tokenize_command(str(recipe), output=output, num_workers=num_workers, sets=set_, overwrite=overwrite,
-                     progress=progress)
+                     progress=progress, allow_empty=allow_empty)
 
 
 @app.command(short_help="Check a dataset's shards against its manifest.")

@@ -36,6 +36,7 @@ from pathlib import Path
 from pipeline import faults, input_changes, trace
 from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
+from pipeline.empty_run import allow_empty_default, refuse_empty_run
 from pipeline.errors import RESUME_FIX, PrepError
 from pipeline.finalize import finalize
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
@@ -122,8 +123,11 @@ def _wipe(out: Path, state: RunState) -> None:
 def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None = None, overwrite: bool = False,
              show_progress: bool = True, console=None,
              check_inputs: Callable[[list[str]], None] | None = None,
-             publish: Callable[[Manifest], str] | None = None) -> TokenizeResult:
-    """`check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
+             publish: Callable[[Manifest], str] | None = None, allow_empty: bool | None = None) -> TokenizeResult:
+    """`allow_empty`: False refuses a run that produced no document before its manifest is written
+    (pipeline.empty_run; the CLI's default), True writes the empty dataset with a note; None: the
+    caller's choice in empty_run.allow_empty_default (True unless the CLI set it).
+`check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
     planned, before anything is written; `publish` with the complete dataset's manifest while the run
     still holds the output's lock, its line added to the notes (a URL output's checks and upload:
     pipeline.remote)."""
@@ -132,10 +136,16 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     target = str(output if output is not None else recipe.output.dir)
     if not target.strip():  # `-o "$OUT"` with OUT unset was Path("") == ".": --overwrite wiped the cwd
         raise PrepError("output.dir: empty; name the output directory (--output DIR or output.dir in the recipe)")
+    if allow_empty is None:
+        allow_empty = allow_empty_default.get()
     if is_url(target):  # stage locally, upload shards, manifest last
         from pipeline.remote import tokenize_to_url
-        return tokenize_to_url(recipe, target, num_workers=num_workers,
-                               overwrite=overwrite, show_progress=show_progress, console=console)
+        token = allow_empty_default.set(allow_empty)  # for its inner tokenize() of the staging dir
+        try:
+            return tokenize_to_url(recipe, target, num_workers=num_workers,
+                                   overwrite=overwrite, show_progress=show_progress, console=console)
+        finally:
+            allow_empty_default.reset(token)
     out = Path(local_path(target))  # file:///x is /x (was a directory named "file:")
     if (num_workers or recipe.resolved_num_workers()) > 1:
         warm_forkserver(recipe)
@@ -235,6 +245,14 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
             fix = "" if error.endswith(RESUME_FIX) else ". Fix the input, then re-run"
             raise PrepError(f"every unit failed ({len(failed)} unit{'s' * (len(failed) > 1)}), so there is nothing to write; the "
                             f"first: {error}{fix} (or re-run with --overwrite to start over)")
+        if not allow_empty:
+            try:
+                refuse_empty_run(out, results, state.rejects, rejects_name, _empty_hint(
+                    _skipped(results), recipe, spec.backend))
+            except PrepError:
+                if failed:
+                    input_changes.note_failed(state, failed)  # as above: a replaced file's new plan is taken
+                raise
         manifest = finalize(out, state, results, len(units), recipe_dict=content, tokenizer=spec.manifest_dict(),
                             dtype=dtype, vocab_size=spec.vocab_size, shard_tokens=recipe.output.shard_tokens,
                             splits=splits, placed=placed)
@@ -258,6 +276,15 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     tokens_run = sum(sum(r["num_tokens"].values()) for i, r in results.items() if i in ran and r["status"] == "ok")
     return TokenizeResult(manifest, out, time.perf_counter() - t0, total_bytes - done_bytes, tokens_run,
                           len(todo), len(units), notes=notes)
+
+
+def _skipped(results: dict) -> dict[str, int]:
+    """Skipped records by reason over the ok units, as the manifest will count them (less duplicates)."""
+    skipped: dict[str, int] = {}
+    for r in results.values():
+        for reason, n in r.get("skipped", {}).items() if r["status"] == "ok" else ():
+            skipped[reason] = skipped.get(reason, 0) + n
+    return skipped
 
 
 def _input_notices(results: dict) -> list[str]:

@@ -25,13 +25,15 @@ __all__ = ["main", "console", "tokenize_args"]
 
 _VALUED = {"--recipe": "recipe", "-r": "recipe", "--output": "output", "-o": "output",
            "--num-workers": "num_workers", "-j": "num_workers", "--set": "sets"}
-_FLAGS = {"--overwrite": ("overwrite", True), "--progress": ("progress", True), "--no-progress": ("progress", False)}
+_FLAGS = {"--overwrite": ("overwrite", True), "--allow-empty": ("allow_empty", True),
+          "--progress": ("progress", True), "--no-progress": ("progress", False)}
 
 
 def tokenize_args(args: list[str]) -> dict | None:
     """`tokenize`'s arguments as tokenize_command's keywords, or None when this cannot read all of
     them the way the CLI would (the CLI then parses them, and reports what is wrong)."""
-    opts = {"recipe": None, "output": None, "num_workers": None, "sets": [], "overwrite": False, "progress": True}
+    opts = {"recipe": None, "output": None, "num_workers": None, "sets": [], "overwrite": False, "progress": True,
+            "allow_empty": False}
     i = 0
     while i < len(args):
         arg = args[i]

@@ -42,7 +42,8 @@ def exit_code(fn, *args, hint: str = "", **kwargs) -> int:
 
 
 def tokenize_command(recipe: str, output: str | None = None, num_workers: int | str | None = None,
-                     sets: list[str] = (), overwrite: bool = False, progress: bool = True) -> None:
+                     sets: list[str] = (), overwrite: bool = False, progress: bool = True,
+                     allow_empty: bool = False) -> None:
     from pipeline.recipe import Recipe
 
     num_workers, sets = worker_overrides(num_workers, sets)
@@ -54,7 +55,7 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
 
     try:
         result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
-                     console=err)
+                     console=err, allow_empty=allow_empty)
     except PrepError as e:
         raise r.with_path_hint(e) from None
     _print_summary(r.name, result)
