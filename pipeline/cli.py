@@ -23,8 +23,7 @@ __all__ = ["app"]
 # rich_markup_mode=None: click's plain help, rewrapped to the terminal (or 80 columns in a log). typer's
 # rich help kept the docstrings' line breaks mid-sentence and, at 80 columns, left each option's help
 # a 19-column strip beside its metavar; its usage errors were boxed panels (now one line: cli_usage).
-app = typer.Typer(
-    help="prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch.",
+app = typer.Typer(  # its help is _root's docstring
     cls=PrepGroup, context_settings=HELP_OPTIONS, rich_markup_mode=None,
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
@@ -34,7 +33,17 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=print_version, is_eager=True,
                                  help="Print prep's version and its tokenizer engines' versions, then exit."),
 ) -> None:
-    """prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch."""
+    """prep: corpora -> tokenized, memory-mapped, Megatron-compatible shards; loaders that feed them to PyTorch.
+
+    \b
+    Try it, from the repository (the offline demo recipe):
+      prep tokenize --recipe recipes/demo.yaml
+      prep inspect out/demo -n 2
+      prep verify out/demo
+      prep bench-loader out/demo --seq-len 256
+
+    `prep COMMAND -h` explains each command's options.
+    """
 
 
 def user_errors(fn, hint: str = ""):
@@ -84,7 +93,15 @@ def tokenize(
     Resumable: re-running the same command after a crash or kill -9 skips finished work units and
     yields byte-identical output. A second concurrent run on the same output is refused.
 
-    Exit codes: 0 done, 1 an error (one line), 2 a usage error, 130 Ctrl-C, 143 SIGTERM.
+    Exit codes: 0 done, 1 an error (one line; also a run that produced no document, unless
+    --allow-empty), 2 a usage error, 130 Ctrl-C, 143 SIGTERM.
+
+    \b
+    Examples:
+      prep tokenize -r recipes/demo.yaml
+      prep tokenize -r recipes/demo.yaml -o out/bos --set tokenizer.boundary=bos
+      prep tokenize -r recipes/demo.yaml -j 2 --set output.val_fraction=0.1 \\
+        --overwrite
     """
     tokenize_command(str(recipe), output=output, num_workers=num_workers, sets=set_, overwrite=overwrite,
                      progress=progress, allow_empty=allow_empty)

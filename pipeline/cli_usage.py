@@ -50,8 +50,11 @@ def _one_line_usage_errors(command_path):
     try:
         yield
     except _UsageError as e:
-        if type(e).__name__ == "NoArgsIsHelpError":  # a bare `prep`: click shows the help, exit 2
-            raise
+        if type(e).__name__ == "NoArgsIsHelpError":
+            # a bare `prep`: its help on stdout, exit 0, as pip, cargo and docker do (`prep | less` paged
+            # nothing; click printed it to stderr with exit 2, the code of a mistyped option)
+            sys.stdout.write(e.ctx.get_help() + "\n")
+            raise typer.Exit(0) from None
         from pipeline.tokenize_command import err
         line = usage_line(e, command_path())
         err.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
