@@ -20,6 +20,7 @@ from typing import Literal
 from pipeline import source_files
 from pipeline.errors import PrepError, closest
 from pipeline.recipe_values import apply_overrides, check_value
+from pipeline.recipe_yaml import load_recipe_yaml, located, overridden_keys
 from pipeline.source_files import elsewhere_hint
 from pipeline.source_formats import FORMATS, infer_format, infer_source_format, is_url
 
@@ -211,7 +212,6 @@ class Recipe:
         """The recipe in a YAML file, with `--set` overrides; `output_dir` (--output) stands for
         output.dir, so a recipe may leave it out. `validate=False` skips the checks that look at the
         input (a directory's census: ~0.3 s for 100,000 files), for a first look at the recipe."""
-        import yaml  # here, not at module level: workers (and the forkserver) never read YAML (17 ms)
         path = Path(path)
         if path.is_dir():
             inside = sorted(p.name for p in path.glob("*.y*ml"))[:3]
@@ -228,16 +228,14 @@ class Recipe:
                             f"save the recipe as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8 {path} > utf8.yaml)") from None
         except OSError as e:  # unreadable (permissions)
             raise PrepError(f"--recipe: cannot read {path} ({e.strerror or e})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise PrepError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-        if not isinstance(data, dict):
-            raise PrepError(f"{path}: a recipe is a mapping of keys (name, source, tokenizer, output)")
+        data, lines = load_recipe_yaml(text, str(path))
         data = apply_overrides(data, overrides)
         if output_dir is not None and isinstance(data.get("output") or {}, dict):
             data["output"] = {**(data.get("output") or {}), "dir": output_dir}
-        return cls.from_dict(data, where=str(path), source_file=str(path), validate=validate)
+        try:
+            return cls.from_dict(data, where=str(path), source_file=str(path), validate=validate)
+        except PrepError as e:  # an error about a key: at its line in the file
+            raise PrepError(located(str(e), str(path), lines, overridden_keys(overrides, output_dir))) from None
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "recipe", source_file: str | None = None,
@@ -347,6 +345,8 @@ def _build(cls, data, where: str, **extra):
         data = {"path": data}
     if isinstance(data, str) and cls is TokenizerConfig:
         data = {"path": data}
+    if isinstance(data, str) and cls is OutputConfig:  # `output: out/x`, as `source: data.jsonl`
+        data = {"dir": data}
     if not isinstance(data, dict):
         raise PrepError(f"{label}: expected a mapping of keys, got {type(data).__name__} {data!r}")
     hints = typing.get_type_hints(cls)

@@ -31,11 +31,13 @@ def check_value(value, tp, dotted: str):
                 return check_value(value, arm, dotted)
             except PrepError as e:
                 errors.append(e)
-        raise PrepError(f"{dotted}: {value!r} is not {_describe(tp)}")
+        raise PrepError(f"{dotted}: {value!r} is not {_describe(tp)}{_quoted_number(value, tp)}")
     if origin is Literal:
         if value not in typing.get_args(tp):
             choices = [str(c) for c in typing.get_args(tp)]
-            raise PrepError(f"{dotted}: {value!r} is not one of {', '.join(choices)}{closest(str(value), choices)}")
+            folded = [c for c in choices if c.lower() == str(value).lower()]  # `EOS` found no close match
+            hint = f' (did you mean "{folded[0]}"? the choices are lower case)' if folded else closest(str(value), choices)
+            raise PrepError(f"{dotted}: {value!r} is not one of {', '.join(choices)}{hint}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -62,8 +64,21 @@ def check_value(value, tp, dotted: str):
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         if tp is str and dotted.endswith(".text_field") and _field_names(value):
             raise PrepError(_several_text_fields(value, dotted))
-        raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
+        raise PrepError(f"{dotted}: expected {_describe(tp)}, got {type(value).__name__} {value!r}"
+                        f"{_quoted_number(value, tp)}")
     return value
+
+
+def _quoted_number(value, tp) -> str:
+    """The fix for a number written in quotes ('4', "0.01"): YAML reads it as a string."""
+    wants_number = tp in (int, float) or any(a in (int, float) for a in typing.get_args(tp))
+    if not (wants_number and isinstance(value, str)):
+        return ""
+    try:
+        float(value.replace("_", ""))
+    except ValueError:
+        return ""
+    return f"; a number in quotes is a string in YAML: write {value.strip()} without quotes"
 
 
 def _field_names(value) -> bool:
@@ -90,6 +105,10 @@ def _describe(tp) -> str:
         return f"a list of {_describe(typing.get_args(tp)[0])}"
     return {str: "a string", int: "an integer", float: "a number", bool: "true/false",
             type(None): "null", dict: "a mapping"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+# sections that may be written as one value: the key it stands for (pipeline.recipe._build)
+_SHORTHANDS = {"source": "path", "tokenizer": "path", "output": "dir"}
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -121,8 +140,15 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         node = data
         for i, part in enumerate(parts[:-1]):
             if isinstance(node, list):
-                node = node[_list_index(node, part, key, parts[:i])]
+                index = _list_index(node, part, key, parts[:i])
+                if isinstance(node[index], str) and parts[:i] == ["sources"]:
+                    node[index] = {"path": node[index]}  # a source written as its path alone, as below
+                node = node[index]
                 continue
+            if i == 0 and part in _SHORTHANDS and isinstance(node.get(part), str):
+                # `source: data.jsonl`, `tokenizer: gpt2`, `output: out/x` are the section's one key alone: a
+                # --set of another of its keys was "source is not a section"
+                node[part] = {_SHORTHANDS[part]: node[part]}
             if part == "source" and "source" not in node and i == 0:
                 node = node.setdefault("source", {})
                 continue

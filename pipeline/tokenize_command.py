@@ -57,8 +57,20 @@ def tokenize_command(recipe: str, output: str | None = None, num_workers: int | 
         result = run(r, output=output, num_workers=num_workers, overwrite=overwrite, show_progress=progress,
                      console=err, allow_empty=allow_empty)
     except PrepError as e:
-        raise r.with_path_hint(e) from None
+        raise _at_its_line(r.with_path_hint(e), recipe, sets, output) from None
     _print_summary(r.name, result)
+
+
+def _at_its_line(error: PrepError, recipe: str, sets: list[str], output: str | None) -> PrepError:
+    """A run's error about a recipe key (`source.path: no file matches ...`) with the key's line in the
+    recipe file, as the recipe's own checks give it (pipeline.recipe_yaml)."""
+    from pipeline.recipe_yaml import load_recipe_yaml, located, overridden_keys
+    try:
+        with open(recipe, encoding="utf-8") as f:
+            _, lines = load_recipe_yaml(f.read(), recipe)
+    except (OSError, ValueError, PrepError):  # changed or removed since it was read: the error as it is
+        return error
+    return PrepError(located(str(error), recipe, lines, overridden_keys(sets, output)))
 
 
 def _print_summary(name: str, result) -> None:

@@ -15,7 +15,7 @@ from tests.conftest import DEMO_CORPUS, write_recipe
 
 def _opts(recipe="r.yaml", **kw):
     return {"recipe": recipe, "output": None, "num_workers": None, "sets": [], "overwrite": False, "progress": True,
-            **kw}
+            "allow_empty": False, **kw}
 
 
 @pytest.mark.parametrize("args,want", [
@@ -25,6 +25,7 @@ def _opts(recipe="r.yaml", **kw):
     (["--recipe=r.yaml", "--num-workers=2", "--no-progress"], _opts(num_workers=2, progress=False)),
     (["--set", "num_workers=4", "--recipe", "r.yaml", "--set=output.dir=x"], _opts(sets=["num_workers=4", "output.dir=x"])),
     (["--overwrite", "--output", "o", "-r", "r.yaml", "--progress"], _opts(output="o", overwrite=True)),
+    (["-r", "r.yaml", "--allow-empty"], _opts(allow_empty=True)),
     (["-o", "a", "--output=b", "-r", "x.yaml", "-r", "r.yaml"], _opts(output="b")),  # the last one wins
     (["--no-progress"], None),                # no recipe named: the CLI reports it
     (["--recipe"], None),                     # a value missing
@@ -56,14 +57,15 @@ def _typer_reads(args: list[str]) -> dict | None:
     except Exception:  # click's usage errors (typer vendors click: no public type to name)
         return None
     return {"recipe": str(p["recipe"]), "output": p["output"], "num_workers": p["num_workers"],
-            "sets": list(p["set_"]), "overwrite": p["overwrite"], "progress": p["progress"]}
+            "sets": list(p["set_"]), "overwrite": p["overwrite"], "progress": p["progress"],
+            "allow_empty": p["allow_empty"]}
 
 
 @pytest.mark.parametrize("args", [
     ["--recipe=r.yaml"], ["-r", "r.yaml", "--num-workers", "2"], ["-r", "r.yaml", "--set", "a=b", "--set", "c=d"],
     ["-r", "r.yaml", "--set=a=b=c"], ["-r", "r.yaml", "--set", "a=-1"], ["--recipe="], ["-r", "r.yaml", "--output="],
     ["-r", "r.yaml", "--no-progress", "--progress"], ["-r", "r.yaml", "--overwrite", "--overwrite"],
-    ["-r", "r.yaml", "-o", "a", "-o", "b"], ["-r", "r.yaml", "-j", "99999999999999999999999"],
+    ["-r", "r.yaml", "--allow-empty"], ["-r", "r.yaml", "--allow-empty=yes"], ["-r", "r.yaml", "-o", "a", "-o", "b"], ["-r", "r.yaml", "-j", "99999999999999999999999"],
     ["-r", "r.yaml", "-j", "³"], ["-r", "r.yaml", "-j", "٣"], ["-r", "r.yaml", "-j", "-1"], ["-r", "r.yaml", "--"],
     ["-r", "r.yaml", "--", "x"], ["--", "-r", "r.yaml"], ["-r", "r.yaml", "-h"], ["-r", "r.yaml", "--over"],
     ["-r", "r.yaml", "--help=x"], ["-r", "r.yaml", "-"], ["-r", "r.yaml", "-j", "auto"], ["-r", "r.yaml", "-j", "Auto"],
@@ -219,7 +221,7 @@ def test_the_direct_path_and_the_typer_command_answer_alike(tmp_path, demo_token
     (run, rerun, error) = answers[False]
     assert run[0] == 0 and "train" in run[1]
     assert rerun[0] == 0 and "OUT: already complete" in rerun[1]
-    assert error[0] == 1 and error[2].startswith("error: tokenizer.path: t.json does not exist")
+    assert error[0] == 1 and error[2].startswith(f"error: {bad}:3: tokenizer.path: t.json does not exist")
 
 
 def test_a_wrong_text_field_stops_two_workers_with_one_line(tmp_path, demo_tokenizer):

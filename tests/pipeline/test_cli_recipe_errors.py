@@ -1,0 +1,98 @@
+"""A new user's recipe mistakes: each one error line naming the file, the line, the key and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.errors import PrepError
+from pipeline.recipe import Recipe
+from tests.conftest import DEMO_TOKENIZER, demo_texts, write_jsonl
+
+runner = CliRunner()
+
+GOOD = """name: t
+source:
+  path: c.jsonl
+tokenizer:
+  path: {tok}
+output:
+  dir: out
+num_workers: 1
+"""
+
+
+def _error(tmp_path, text: str, sets=(), output=None) -> str:
+    path = tmp_path / "r.yaml"
+    path.write_text(text.replace("{tok}", str(DEMO_TOKENIZER)))
+    with pytest.raises(PrepError) as e:
+        Recipe.from_yaml(path, list(sets), output)
+    return str(e.value).replace(str(path), "r.yaml")
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a key error names its line ("unitbytes: unknown key" named no file and no line)
+    (GOOD + "unitbytes: 100000\n", 'r.yaml:9: unitbytes: unknown key (did you mean "unit_bytes"?)'),
+    (GOOD.replace("  dir: out", "  dir: out\n  shard_tokens: 1M"),
+     "r.yaml:8: output.shard_tokens: expected an integer, got str '1M'"),
+    # a missing key is reported at its section
+    (GOOD.replace("  path: {tok}\n", "  boundary: eos\n"), "r.yaml:4: tokenizer.path: required key is missing"),
+    # a value in another case found no close match
+    (GOOD.replace("path: {tok}", "path: {tok}\n  boundary: EOS"),
+     "r.yaml:6: tokenizer.boundary: 'EOS' is not one of eos, bos, both, none (did you mean \"eos\"? the choices "
+     "are lower case)"),
+    # a quoted number is a string: the fix says to drop the quotes
+    (GOOD.replace("num_workers: 1", "num_workers: '4'"),
+     "r.yaml:8: num_workers: '4' is not an integer or one of auto; a number in quotes is a string in YAML: write 4 "
+     "without quotes"),
+    # a section written twice: YAML kept the last one silently ("tokenizer.path: required key is missing")
+    (GOOD + "tokenizer:\n  boundary: bos\n", "r.yaml:9: tokenizer: given twice (first at line 4); YAML keeps only the "
+     "last, so merge the two into one"),
+    # YAML syntax errors name the line and column ("not valid YAML: while parsing a block mapping")
+    (GOOD.replace("tokenizer:", " tokenizer:"), "r.yaml:4:2: not valid YAML: expected <block end>, but found "
+     "'<block mapping start>' (while parsing a block mapping at line 1); check this line's indentation"),
+    (GOOD.replace("  dir: out", "\tdir: out"), "r.yaml:7:1: not valid YAML: found character '\\t' that cannot start "
+     "any token; YAML indents with spaces, not tabs"),
+    # an empty recipe, or one that is a list
+    ("", "r.yaml: the recipe is empty; it needs name, source, tokenizer and output"),
+    ("# a comment only\n", "r.yaml: the recipe is empty; it needs name, source, tokenizer and output"),
+    ("- c.jsonl\n", "r.yaml:1: the recipe is a list, not a mapping of keys; it needs name, source, tokenizer and output"),
+])
+def test_a_recipe_mistake_names_the_file_line_key_and_fix(tmp_path, text, expected):
+    assert _error(tmp_path, text).startswith(expected)
+
+
+def test_a_mistake_given_by_set_names_the_set_not_a_line(tmp_path):
+    assert _error(tmp_path, GOOD, ["output.shard_tokens=abc"]) == \
+        "--set output.shard_tokens: expected an integer, got str 'abc'"
+    assert _error(tmp_path, GOOD, ["source.format=jsnl"]).startswith(
+        "--set source.format: 'jsnl' is not one of jsonl, csv, tsv, parquet, text, hf (did you mean \"jsonl\"?)")
+
+
+def test_set_reaches_into_a_section_written_as_one_value(tmp_path):
+    """`source: c.jsonl`, `tokenizer: gpt2` are their path alone (and now `output: out/x` its dir);
+    `--set source.min_chars=10` on such a recipe was "source is not a section"."""
+    (tmp_path / "c.jsonl").write_text('{"text": "a"}\n')
+    path = tmp_path / "r.yaml"
+    path.write_text(f"name: t\nsource: {tmp_path / 'c.jsonl'}\ntokenizer: {DEMO_TOKENIZER}\noutput: {tmp_path / 'o'}\n")
+    r = Recipe.from_yaml(path, ["source.min_chars=10", "tokenizer.boundary=bos", "output.shard_tokens=5"])
+    assert (r.sources[0].min_chars, r.tokenizer.boundary, r.output.shard_tokens) == (10, "bos", 5)
+    assert r.sources[0].path == str(tmp_path / "c.jsonl") and r.output.dir == str(tmp_path / "o")
+    path.write_text(f"name: t\nsources: [{tmp_path / 'c.jsonl'}]\ntokenizer: {DEMO_TOKENIZER}\noutput: o\n")
+    assert Recipe.from_yaml(path, ["sources.0.min_chars=3"]).sources[0].min_chars == 3
+
+
+def test_a_run_error_about_a_recipe_key_names_its_line(tmp_path, monkeypatch):
+    """Errors found once the run starts (no input file matches, no such tokenizer) name the line too."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", demo_texts(5))
+    (tmp_path / "r.yaml").write_text(GOOD.replace("c.jsonl", "nosuch.jsonl").replace("{tok}", str(DEMO_TOKENIZER)))
+    result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: r.yaml:3: source.path: no file matches 'nosuch.jsonl'"), result.output
+    (tmp_path / "r.yaml").write_text(GOOD.replace("{tok}", "nosuch.json"))
+    result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress"])
+    assert result.output.startswith("error: r.yaml:5: tokenizer.path: nosuch.json does not exist"), result.output
+    result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress", "--set", "tokenizer.path=other.json"])
+    assert result.output.startswith("error: --set tokenizer.path: other.json does not exist"), result.output
