@@ -56,6 +56,10 @@ INDEX_CHUNK = 1 << 22   # index entries per vectorized step (~100 MiB of int64 t
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+# manifest.Manifest's words for a format_version above the one this prep reads
+_NEWER_FORMAT = "; this prep reads version"
+
+
 @dataclass
 class VerifyReport:
     root: Path
@@ -83,6 +87,9 @@ class VerifyReport:
             if not (self.root / MANIFEST_NAME).exists():
                 return (f"{self.root}: not a complete prep dataset: point `prep verify` at the directory holding "
                         "its manifest.json, or make the dataset with `prep tokenize`")
+            if any(_NEWER_FORMAT in p for p in self.problems):  # not damage: "restore it from a copy" was wrong
+                return (f"{self.root}: written by a newer prep (see its format_version above), so nothing else was "
+                        "checked; verify it with that prep, or rebuild it with this one (`prep tokenize --overwrite`)")
             return (f"{self.root}: not a complete prep dataset: its manifest.json cannot be used, so nothing else "
                     "was checked; restore manifest.json from a copy, or rebuild with `prep tokenize --overwrite`")
         if self.unlisted == len(self.problems):  # "restore the files named above" said to restore the strays

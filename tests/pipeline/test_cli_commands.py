@@ -376,3 +376,18 @@ def test_a_run_stopped_before_its_manifest_is_named_with_how_to_finish_it(tmp_pa
     del env["PREP_FAULT"]
     assert subprocess.run(tokenize, capture_output=True, text=True, env=env, timeout=120).returncode == 0
     assert runner.invoke(app, ["inspect", str(out)]).exit_code == 0
+
+
+def test_verify_of_a_dataset_from_a_newer_prep_says_to_use_that_prep_not_to_restore_it(tmp_path, demo_tokenizer):
+    """Its summary said "restore manifest.json from a copy", as for a damaged manifest, below the line
+    saying to upgrade prep: a newer format is not damage."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(30))
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    assert runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress"]).exit_code == 0
+    manifest = tmp_path / "out" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"format_version": 1', '"format_version": 2'))
+    result = runner.invoke(app, ["verify", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "format_version 2; this prep reads version 1 (upgrade prep" in result.output
+    assert "restore manifest.json" not in result.output
+    assert f"{tmp_path / 'out'}: written by a newer prep" in result.output
