@@ -276,7 +276,7 @@ def test_an_output_dir_that_cannot_be_made_or_written_is_one_line(tmp_path, demo
                                               "that directory, or choose another --output")]:
         recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out)
         code, output = run_cli("--recipe", recipe)
-        assert code == 1 and output.startswith("error: output.dir: ") and str(out) in output, output
+        assert code == 1 and output.startswith(f"error: {recipe}:4: output.dir: ") and str(out) in output, output
         assert re.search(want, output) and "Traceback" not in output, output
     # a permission error under the output directory during the run (as for a non-root user)
     import pipeline.journal as journal
