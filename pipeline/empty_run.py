@@ -28,16 +28,14 @@ allow_empty_default: contextvars.ContextVar[bool] = contextvars.ContextVar("prep
 _FIRST_REJECT_CHARS = 80  # of the rejected text shown: enough to recognise a line, one terminal row
 
 
-def refuse_empty_run(out: Path, results: dict[int, dict], rejects_dir: Path, rejects_name, hint: str) -> None:
-    """PrepError when the finished units hold no document (some may have failed); `hint` is the fix for
-    the most common skip reason ('; most were REASON: FIX', or '')."""
+def refuse_empty_run(out: Path, results: dict[int, dict], skipped: dict[str, int], rejects_dir: Path, rejects_name,
+                     hint: str) -> None:
+    """PrepError when the finished units hold no document (some may have failed); `skipped`: the ok
+    units' skipped records by reason; `hint` is the fix for the most common one ('; most were REASON:
+    FIX', or '')."""
     ok = [results[i] for i in sorted(results) if results[i]["status"] == "ok"]
     if any(sum(r["num_docs"].values()) for r in ok):
         return
-    skipped: dict[str, int] = {}
-    for r in ok:
-        for reason, n in r["skipped"].items():
-            skipped[reason] = skipped.get(reason, 0) + n
     failed = len(results) - len(ok)
     if skipped:
         counts = ", ".join(f"{reason} {n:,}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))

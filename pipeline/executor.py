@@ -127,7 +127,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
     """`allow_empty`: False refuses a run that produced no document before its manifest is written
     (pipeline.empty_run; the CLI's default), True writes the empty dataset with a note; None: the
     caller's choice in empty_run.allow_empty_default (True unless the CLI set it).
-`check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
+    `check_inputs`, when given, is called with the files the run reads and its tokenizer once they are
     planned, before anything is written; `publish` with the complete dataset's manifest while the run
     still holds the output's lock, its line added to the notes (a URL output's checks and upload:
     pipeline.remote)."""
@@ -247,8 +247,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                             f"first: {error}{fix} (or re-run with --overwrite to start over)")
         if not allow_empty:
             try:
-                refuse_empty_run(out, results, state.rejects, rejects_name, _empty_hint(
-                    _skipped(results), recipe, spec.backend))
+                skipped = _skipped(results)
+                refuse_empty_run(out, results, skipped, state.rejects, rejects_name,
+                                 _empty_hint(skipped, recipe, spec.backend))
             except PrepError:
                 if failed:
                     input_changes.note_failed(state, failed)  # as above: a replaced file's new plan is taken
