@@ -265,6 +265,7 @@ class MemmapLoader:
         self._sampler = _StartSampler()
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
+        self._open_pass = 0  # the pass number of a pass handing out batches now (0: none open)
         self._restored = False  # load_state_dict set the position and no pass has started since
         self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
@@ -313,7 +314,7 @@ class MemmapLoader:
         # state_dict() counted neither right. The older pass now stops with an error instead (and so
         # does a pass whose position set_epoch / load_state_dict moved).
         self._passes += 1
-        this_pass = self._passes
+        this_pass = self._open_pass = self._passes
         raws = iter(self._get_dataloader())
         try:
             for start, batch in zip(starts, self._prefetcher(_raise_worker_errors(raws))):
@@ -331,12 +332,32 @@ class MemmapLoader:
             if not self._dl_kwargs["persistent_workers"] and hasattr(raws, "_shutdown_workers"):
                 raws._shutdown_workers()
             raise
+        finally:  # ended, broken out of, or stopped by an error: batches_left speaks of the next pass again
+            if self._open_pass == this_pass:
+                self._open_pass = 0
         if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
             self.set_epoch(epoch + 1)
 
+    def _pass_position(self) -> tuple[int, int]:
+        """(epoch, units consumed) of the open pass, else of the pass the next `for` starts: a position at
+        an epoch's end goes on with the next epoch (see __iter__), unless set_epoch kept it (an empty pass)."""
+        if self._open_pass and self._open_pass == self._passes:
+            return self.epoch, self.consumed
+        if self.consumed and not self._kept_position and not self.plan.batch_starts(self.epoch, self.consumed):
+            return self.epoch + 1, 0
+        return self.epoch, self.consumed
+
     def __len__(self) -> int:
-        """Batches in a full epoch (the current one)."""
-        return self.plan.num_batches(self.epoch)
+        """Batches in the whole epoch of the open (or next) pass, from its start, as torch's DataLoader and
+        torchdata's StatefulDataLoader count it after a resume too: `epochs * len(loader)` sizes a
+        schedule. The batches that pass still yields: `batches_left`."""
+        return self.plan.num_batches(self._pass_position()[0])
+
+    @property
+    def batches_left(self) -> int:
+        """Batches the open pass will still hand out, or the next `for` will, after a resume too (len()
+        counts the whole epoch): `tqdm(loader, total=len(loader), initial=len(loader) - loader.batches_left)`."""
+        return len(self.plan.batch_starts(*self._pass_position()))
 
     def close(self) -> None:
         """Stop persistent workers and close the shard files this process opened (with num_workers=0
