@@ -122,16 +122,22 @@ def _order_difference(saved, mine: dict, saved_world=None, batch_size=None, worl
         if saved.get(k) == mine[k]:
             continue
         if k == "grouped_global_batch" and mine[k] is not None:
-            was, fit = saved.get(k), ""
-            if is_int(saved_world) and saved_world != world_size:
-                was = f"{was} on world_size {saved_world}"
-            if is_int(saved.get(k)) and saved[k] % world_size == 0:
-                fit = f": pass batch_size={saved[k] // world_size} to resume it on {world_size} ranks"
-            diff.append(f"grouped global batch {was} (this loader: {mine[k]} = batch_size {batch_size} x world_size "
-                        f"{world_size}; the grouped order is built per global batch{fit})")
+            diff.append(_global_batch_difference("grouped global batch", saved.get(k), saved_world, batch_size,
+                                                 world_size, "the grouped order is built per global batch"))
         else:
             diff.append(f"{k} {saved.get(k)!r} (this loader: {mine[k]!r})")
     return "another run: " + ("; ".join(diff) if diff else "the sample order differs")
+
+
+def _global_batch_difference(what: str, saved, saved_world, batch_size, world_size, why: str) -> str:
+    """'global batch 8 on world_size 2 (this loader: 12 = batch_size 6 x world_size 2; <why>: pass
+    batch_size=4 to resume it on 2 ranks)': the saved global batch, and the batch_size that gives it here."""
+    was, fit = saved, ""
+    if is_int(saved_world) and saved_world != world_size:
+        was = f"{was} on world_size {saved_world}"
+    if is_int(saved) and saved % world_size == 0:
+        fit = f": pass batch_size={saved // world_size} to resume it on {world_size} ranks"
+    return f"{what} {was} (this loader: {batch_size * world_size} = batch_size {batch_size} x world_size {world_size}; {why}{fit})"
 
 
 def _parse_sources(data) -> list[tuple[PathLike, float]]:
@@ -424,6 +430,16 @@ class MemmapLoader:
             raise PrepError(f"loader state was saved for {why}; "
                             "resuming would not continue the same run. Construct the loader with the saved "
                             "settings, or pass strict=False to resume anyway")
+        saved_batch = state.get("global_batch")
+        if strict and not self.plan.token_budget() and is_int(saved_batch) and saved_batch != self.plan.global_batch:
+            # windows / packed: the fingerprint holds no batch size (the sample order does not depend on
+            # it), so a state of 4 x 2 rows resumed under 6 x 2 silently, the same samples cut into
+            # other batches from there on; grouped names its global batch through the fingerprint
+            why = _global_batch_difference("global batch", saved_batch, state.get("world_size"), self.config.batch_size,
+                                           self.world_size, "batches are cut per global batch")
+            raise PrepError(f"loader state was saved for another run: {why}; resuming would not continue the same "
+                            "run. Construct the loader with the saved settings, or pass strict=False to resume "
+                            "anyway (the same samples, in batches of this loader's size)")
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
         self._kept_position = False
         self._passes += 1  # as set_epoch: an open pass must not continue from the old position
