@@ -31,7 +31,7 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
-from .ranks import RankSource
+from .ranks import RankSource, check_same_settings, process_group
 from .shards import TokenShards
 
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
@@ -272,6 +272,7 @@ class MemmapLoader:
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self._open_pass = 0  # the pass number of a pass handing out batches now (0: none open)
+        self._ranks_compared = False  # the ranks' settings were found equal (at the first pass)
         self._restored = False  # load_state_dict set the position and no pass has started since
         self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
@@ -296,6 +297,7 @@ class MemmapLoader:
     def __iter__(self) -> Iterator[dict]:
         """The remaining batches of the current epoch; at its end the epoch advances."""
         self._ranks.check(self.rank, self.world_size)  # built before init_process_group: every rank read rank 0's
+        self._compare_ranks()
         self._restored = False
         kept, self._kept_position = self._kept_position, False
         for s in self.plan.sources:  # one stat each: rebuilt under us, the plan would mix two datasets
@@ -343,6 +345,17 @@ class MemmapLoader:
                 self._open_pass = 0
         if self.epoch == epoch:  # ran to the end (a `break` closes the generator at the yield)
             self.set_epoch(epoch + 1)
+
+    def _compare_ranks(self) -> None:
+        """Once per loader, at its first pass: the settings of every rank of the process group, when this
+        loader reads for that group's ranks (rank= / world_size= of a data-parallel subgroup: not checked)."""
+        if self._ranks_compared or self.world_size == 1 or process_group() != (self.rank, self.world_size):
+            return
+        c = self.plan.order_fields()
+        settings = {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
+                    "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed}
+        check_same_settings(settings)
+        self._ranks_compared = True
 
     def _pass_position(self) -> tuple[int, int]:
         """(epoch, units consumed) of the open pass, else of the pass the next `for` starts: a position at

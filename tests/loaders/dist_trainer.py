@@ -4,7 +4,8 @@ argv: rank world_size init_file job.json. The job names the dataset, the loader 
 run (`runs`: name -> MemmapLoader keyword arguments), the epochs, and optionally `stop_at` (name ->
 batches after which that run's state_dict is taken and the run stops), `resume` (a pickle of such
 states, `%d` for the rank, to load first) and `late_init` (build the loaders before
-init_process_group). Rank and world size reach the loader only through torch.distributed. Writes
+init_process_group) and `rank_runs` (rank -> name -> keyword arguments that rank adds: settings that
+differ per rank). Rank and world size reach the loader only through torch.distributed. Writes
 `out % rank`: per run, the batches seen as (epoch, input_ids, labels), len() at each epoch start,
 the state taken, or the error a pass raised.
 """
@@ -46,7 +47,8 @@ def main() -> None:
     init = {"backend": "gloo", "init_method": f"file://{init_file}", "rank": int(rank), "world_size": int(world)}
     if not job.get("late_init"):
         dist.init_process_group(**init)
-    loaders = {name: MemmapLoader(job["dataset"], **kw) for name, kw in job["runs"].items()}
+    own = job.get("rank_runs", {}).get(rank, {})
+    loaders = {name: MemmapLoader(job["dataset"], **{**kw, **own.get(name, {})}) for name, kw in job["runs"].items()}
     if job.get("late_init"):
         dist.init_process_group(**init)
     states = pickle.loads(Path(job["resume"] % int(rank)).read_bytes()) if job.get("resume") else {}
