@@ -467,6 +467,11 @@ class MemmapLoader:
                 "num_workers": self.num_workers}
 
     @property
+    def vocab_size(self) -> int:
+        """Ids the model's embedding must hold: the largest vocab_size of the datasets (a mix may differ)."""
+        return max(s.shards.manifest.vocab_size for s in self.plan.sources)
+
+    @property
     def num_docs(self) -> int:
         return sum(s.shards.num_docs for s in self.plan.sources)
 

@@ -66,6 +66,14 @@ def check_mix(shards: list[TokenShards], expect_tokenizer: str | None) -> None:
                             f"{_tok_desc(first)}, {s.root} with {_tok_desc(s)}; a token id means different text "
                             "in each. Re-tokenize one with the other's tokenizer, or, if both are the same "
                             "vocabulary, pass expect_tokenizer=<its name> to mix them anyway")
+    vocab = {str(s.root): s.manifest.vocab_size for s in shards}
+    if len(set(vocab.values())) > 1:
+        # one vocabulary vouched for (expect_tokenizer) but grown: a tokenizer saved with added tokens.
+        # A model sized from one manifest's vocab_size got ids past its embedding from the other (a
+        # CUDA device-side assert, or on CPU an IndexError, steps into the run)
+        warnings.warn("mixture of datasets with different vocabulary sizes (" + ", ".join(f"{p}: {v}" for p, v in
+                      vocab.items()) + f"): token ids reach {max(vocab.values()) - 1}; size the model's embedding "
+                      f"for {max(vocab.values())} ids (the loader's vocab_size)", stacklevel=3)
     bounds = {str(s.root): s.manifest.tokenizer.get("boundary") for s in shards}
     if len(set(bounds.values())) > 1:
         warnings.warn("mixture of datasets with different document boundaries ("
