@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import PrepError
+
 __all__ = ["ArrayCache", "cache_key", "default_cache_dir", "user_cache_dir"]
 
 CACHE_VERSION = 1  # bump when any cached array's meaning changes
@@ -131,24 +133,43 @@ class ArrayCache:
         except (OSError, ValueError, KeyError):
             return None  # absent or half-written: (re)build
 
+    def _unwritable(self, e: OSError) -> PrepError:
+        # a cache_dir under a missing mount, a file, or a full disk: FileNotFoundError / FileExistsError
+        # / OSError tracebacks from the first pass, naming no option
+        return PrepError(f"loader cache directory {self.directory} cannot be written ({e.strerror or e}); pass "
+                         "cache_dir= a writable directory, or cache_dir=False to keep derived arrays in memory")
+
     def _build_locked(self, key: str, inputs: dict, build) -> dict[str, np.ndarray]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f"{key}.lock", "w") as lock:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            lock = open(self.directory / f"{key}.lock", "w")
+        except OSError as e:
+            raise self._unwritable(e) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per entry; the others wait, then load
             try:
                 got = self._load(key)
                 if got is not None:
                     return got
                 arrays = build()
-                for field, arr in arrays.items():
-                    tmp = self.directory / f"{key}.{field}.npy.tmp{os.getpid()}"
-                    with open(tmp, "wb") as f:
-                        np.save(f, np.ascontiguousarray(arr))
-                    os.replace(tmp, self.directory / f"{key}.{field}.npy")
-                marker_tmp = self.directory / f"{key}.json.tmp{os.getpid()}"
-                marker_tmp.write_text(json.dumps({"fields": list(arrays), "inputs": inputs},
-                                                 sort_keys=True, default=str))
-                os.replace(marker_tmp, self.directory / f"{key}.json")
+                try:
+                    self._write(key, inputs, arrays)
+                except OSError as e:
+                    raise self._unwritable(e) from None
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
         return self._load(key)
+
+    def _write(self, key: str, inputs: dict, arrays: dict[str, np.ndarray]) -> None:
+        for field, arr in arrays.items():
+            tmp = self.directory / f"{key}.{field}.npy.tmp{os.getpid()}"
+            try:
+                with open(tmp, "wb") as f:
+                    np.save(f, np.ascontiguousarray(arr))
+            except OSError:
+                tmp.unlink(missing_ok=True)  # a full disk left the partial file behind
+                raise
+            os.replace(tmp, self.directory / f"{key}.{field}.npy")
+        marker_tmp = self.directory / f"{key}.json.tmp{os.getpid()}"
+        marker_tmp.write_text(json.dumps({"fields": list(arrays), "inputs": inputs}, sort_keys=True, default=str))
+        os.replace(marker_tmp, self.directory / f"{key}.json")

@@ -240,6 +240,10 @@ class MemmapLoader:
             # allocated pinned here, and torch raised "no pinned memory allocator" on a CPU-only machine
             warnings.warn("pin_memory=True, but no CUDA device is available: batches are not pinned", stacklevel=2)
             self.pin = False
+        if isinstance(cache_dir, (str, os.PathLike)) and not os.fspath(cache_dir):
+            # Path("") is the working directory: the cache files were strewn there
+            raise PrepError("cache_dir='' names no directory; pass a directory, None (the default: DIR/.cache/"
+                            "loaders), or False (derived arrays in memory)")
         if cache_dir is False:
             cache = ArrayCache(None)
         elif cache_dir is None or cache_dir is True:

@@ -1,0 +1,31 @@
+"""cache_dir that cannot be used: one line naming it and the fix, not a FileNotFoundError /
+FileExistsError traceback from the first pass; an empty one no longer means the working directory."""
+
+import pytest
+
+from loaders import MemmapLoader
+from pipeline.errors import PrepError
+
+from .loaderkit import collect
+
+
+@pytest.mark.parametrize("mode", ["packed", "grouped"])
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_unwritable_cache_dir_is_one_line(dataset, tmp_path, mode, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    cache_dir = blocker if where == "a file" else blocker / "cache"
+    loader = MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, cache_dir=cache_dir)
+    with pytest.raises(PrepError) as e:
+        collect(loader, limit=1)
+    message = str(e.value)
+    assert f"loader cache directory {cache_dir} cannot be written" in message and "cache_dir=False" in message
+    assert "\n" not in message
+    assert collect(MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, cache_dir=False), limit=1)
+
+
+def test_an_empty_cache_dir_is_refused(dataset, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # it wrote the cache files into the working directory
+    with pytest.raises(PrepError, match="cache_dir='' names no directory"):
+        MemmapLoader(dataset, batch_size=4, seq_len=32, mode="packed", cache_dir="")
+    assert list(tmp_path.iterdir()) == []
