@@ -234,6 +234,8 @@ class MemmapLoader:
             raise PrepError(f"device={device!r} is not a torch device; use 'cpu' or 'cuda' (or 'cuda:N')") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise PrepError(f"device={device!r} but CUDA is not available; use device='cpu'")
+        if pin_memory is not None and not is_flag(pin_memory):  # "no" was truthy: pinned
+            raise PrepError(f"pin_memory must be True, False or None (pin on CUDA devices), got {pin_memory!r}")
         self.pin = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
         if self.pin and not torch.cuda.is_available():
             # as torch's DataLoader does (it warns and does not pin): with num_workers 0 the batch was

@@ -1,4 +1,4 @@
-"""cache_dir that cannot be used: one line naming it and the fix, not a FileNotFoundError /
+"""cache_dir that cannot be used, and pin_memory values: one line naming the option and the fix, not a
 FileExistsError traceback from the first pass; an empty one no longer means the working directory."""
 
 import pytest
@@ -29,3 +29,10 @@ def test_an_empty_cache_dir_is_refused(dataset, tmp_path, monkeypatch):
     with pytest.raises(PrepError, match="cache_dir='' names no directory"):
         MemmapLoader(dataset, batch_size=4, seq_len=32, mode="packed", cache_dir="")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pin_memory_takes_flags_only(dataset):
+    """pin_memory="no" (a YAML string) was truthy, so batches were pinned; the flags other options take are taken."""
+    with pytest.raises(PrepError, match=r"pin_memory must be True, False or None .*got 'no'"):
+        MemmapLoader(dataset, batch_size=4, seq_len=32, pin_memory="no")
+    assert MemmapLoader(dataset, batch_size=4, seq_len=32, pin_memory=0).pin is False
