@@ -1,5 +1,6 @@
-"""cache_dir that cannot be used, and pin_memory values: one line naming the option and the fix, not a
-FileExistsError traceback from the first pass; an empty one no longer means the working directory."""
+"""A cache_dir that cannot be used: one line naming it and the fix, not a FileNotFoundError /
+FileExistsError traceback from the first pass; an empty one no longer means the working directory.
+pin_memory takes the flags the other boolean options take."""
 
 import pytest
 
