@@ -55,7 +55,8 @@ class RankSource:
 
 
 def _by_value(values: list) -> str:
-    """'5 on ranks 0, 2; 7 on rank 1' (at most 4 ranks named per value)."""
+    """'5 on ranks 0, 2; 7 on rank 1' (at most 4 values, 4 ranks each: a seed of 1000 + rank on 64 ranks
+    stays one readable line)."""
     groups: dict[str, list[int]] = {}
     for r, v in enumerate(values):
         groups.setdefault(repr(v), []).append(r)
@@ -63,7 +64,8 @@ def _by_value(values: list) -> str:
     for v, ranks in groups.items():
         named = ", ".join(map(str, ranks[:4])) + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
         parts.append(f"{v} on rank{'s' if len(ranks) > 1 else ''} {named}")
-    return "; ".join(parts)
+    more = f"; {len(parts) - 4} other values" if len(parts) > 4 else ""
+    return "; ".join(parts[:4]) + more
 
 
 def check_same_settings(settings: dict) -> None:
