@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import multiprocessing
 import os
 import warnings
@@ -31,7 +32,8 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
-from .ranks import RankSource, check_same_settings, process_group
+from .rank_settings import RankSettings
+from .ranks import RankSource, process_group
 from .shards import TokenShards
 
 __all__ = ["MemmapLoader", "STATE_VERSION", "TooSmallForABatch"]
@@ -278,7 +280,7 @@ class MemmapLoader:
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self._open_pass = 0  # the pass number of a pass handing out batches now (0: none open)
-        self._ranks_compared = False  # the ranks' settings were found equal (at the first pass)
+        self._rank_settings: RankSettings | None = None  # made at the first pass that compares ranks
         self._restored = False  # load_state_dict set the position and no pass has started since
         self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
@@ -353,15 +355,20 @@ class MemmapLoader:
             self.set_epoch(epoch + 1)
 
     def _compare_ranks(self) -> None:
-        """Once per loader, at its first pass: the settings of every rank of the process group, when this
-        loader reads for that group's ranks (rank= / world_size= of a data-parallel subgroup: not checked)."""
-        if self._ranks_compared or self.world_size == 1 or process_group() != (self.rank, self.world_size):
+        """At pass starts, until every rank was seen: this loader's settings against the other ranks' (the
+        process group's store; loaders/rank_settings.py), when it reads for that group's ranks (rank= /
+        world_size= of a data-parallel subgroup: not checked)."""
+        if self.world_size == 1 or process_group() != (self.rank, self.world_size):
             return
+        if self._rank_settings is None:
+            c = self.plan.order_fields()
+            self._rank_settings = RankSettings(json.dumps([c["datasets"], self.config.split, self.config.mode]))
+        self._rank_settings.check(self.rank, self.world_size, self._settings)
+
+    def _settings(self) -> dict:
         c = self.plan.order_fields()
-        settings = {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
-                    "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed}
-        check_same_settings(settings)
-        self._ranks_compared = True
+        return {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
+                "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed}
 
     def _pass_position(self) -> tuple[int, int]:
         """(epoch, units consumed) of the open pass, else of the pass the next `for` starts: a position at

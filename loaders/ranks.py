@@ -5,11 +5,6 @@ A loader takes its rank and world size when it is built. Built before
 rank read the same batches (a 4-GPU run trained on one GPU's data four times), silently. What it
 took from torch.distributed is checked again at each pass start (two calls into the process group,
 no communication), and a process group that says otherwise stops the pass in one line.
-
-Ranks that build their loaders with different settings (a seed of 1000 + rank, shuffle on one rank
-only, a state loaded on some ranks) split no common epoch: their samples overlap and miss some,
-silently. `check_same_settings` compares them once, at a loader's first pass, with one all_gather of
-a few hundred bytes per rank.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import torch.distributed as dist
 
 from pipeline.errors import PrepError
 
-__all__ = ["RankSource", "process_group", "check_same_settings"]
+__all__ = ["RankSource", "process_group"]
 
 
 def process_group() -> tuple[int, int] | None:
@@ -53,31 +48,3 @@ class RankSource:
                             "every rank would read the same batches; build the loader after init_process_group, "
                             "or pass rank= and world_size=")
 
-
-def _by_value(values: list) -> str:
-    """'5 on ranks 0, 2; 7 on rank 1' (at most 4 values, 4 ranks each: a seed of 1000 + rank on 64 ranks
-    stays one readable line)."""
-    groups: dict[str, list[int]] = {}
-    for r, v in enumerate(values):
-        groups.setdefault(repr(v), []).append(r)
-    parts = []
-    for v, ranks in groups.items():
-        named = ", ".join(map(str, ranks[:4])) + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
-        parts.append(f"{v} on rank{'s' if len(ranks) > 1 else ''} {named}")
-    more = f"; {len(parts) - 4} other values" if len(parts) > 4 else ""
-    return "; ".join(parts[:4]) + more
-
-
-def check_same_settings(settings: dict) -> None:
-    """Refuse a pass when the ranks of the default process group hold different loader settings (a
-    flat dict of JSON-like values: config fields, datasets, position). Every rank of the group must
-    call this at the same point (it is a collective): the loader does, at each rank's first pass."""
-    gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, settings)
-    differ = [k for k in settings if any(g.get(k) != gathered[0].get(k) for g in gathered)]
-    if differ:
-        told = "; ".join(f"{k}: {_by_value([g.get(k) for g in gathered])}" for k in differ[:3])
-        raise PrepError(f"the {len(gathered)} ranks' MemmapLoaders differ ({told}), so their batches are not one "
-                        "split of a common epoch: samples repeat across ranks and others are never read. Build "
-                        "the loader with the same settings on every rank (one seed for all: the loader splits the "
-                        "data by rank itself), and load the same saved state on every rank or on none")

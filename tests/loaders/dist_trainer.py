@@ -5,7 +5,8 @@ run (`runs`: name -> MemmapLoader keyword arguments), the epochs, and optionally
 batches after which that run's state_dict is taken and the run stops), `resume` (a pickle of such
 states, `%d` for the rank, to load first) and `late_init` (build the loaders before
 init_process_group) and `rank_runs` (rank -> name -> keyword arguments that rank adds: settings that
-differ per rank). Rank and world size reach the loader only through torch.distributed. Writes
+differ per rank) and `only_on` (name -> the one rank that iterates that run: an evaluation loader on
+rank 0). Rank and world size reach the loader only through torch.distributed. Writes
 `out % rank`: per run, the batches seen as (epoch, input_ids, labels), len() at each epoch start,
 the state taken, or the error a pass raised.
 """
@@ -54,6 +55,8 @@ def main() -> None:
     states = pickle.loads(Path(job["resume"] % int(rank)).read_bytes()) if job.get("resume") else {}
     out = {}
     for name, loader in loaders.items():
+        if job.get("only_on", {}).get(name, rank) != rank:
+            continue
         try:
             out[name] = train(loader, job["epochs"], job.get("stop_at", {}).get(name), states.get(name))
         except PrepError as e:
