@@ -75,13 +75,15 @@ class WorkUnit:
     @property
     def is_spooled(self) -> bool:
         """Read from a window file the parent writes (pipeline.spool): a range of a compressed JSONL,
-        CSV/TSV or text file's decompressed bytes, or a part of a Parquet row group (rows in the payload).
+        CSV/TSV or text file's decompressed bytes, a range of a CSV/TSV URL's bytes (readers.csv.plan: the
+        object fetched once), or a part of a Parquet row group (rows in the payload).
         Other formats' start/end are rows or row groups, whatever the file is called; a text unit of
         whole files lists them in `paths`."""
         if self.format == "parquet":
             return bool(self.payload)
         return ((self.start, self.end) != (0, -1) and self.format in ("jsonl", "text", "csv", "tsv")
-                and not self.paths and not self.group and bool(compression_of(self.path)))
+                and not self.paths and not self.group
+                and (bool(compression_of(self.path)) or self.format in ("csv", "tsv") and is_url(self.path)))
 
     def files(self) -> tuple[str, ...]:
         """The files this unit reads: its own, its group's, its list (text files; a dataset's Arrow

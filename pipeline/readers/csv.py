@@ -71,6 +71,7 @@ from pipeline.readers.base import (
 )
 from pipeline.readers.sniff import refuse_mislabeled_stream
 from pipeline.recipe import SourceConfig
+from pipeline.source_formats import is_url
 
 __all__ = ["plan", "input_bytes", "iter_batches", "ArrowColumn", "record_cuts", "Dialect", "dialect_of"]
 
@@ -462,6 +463,13 @@ def plan(source: SourceConfig, source_index: int, files: list[str], unit_bytes: 
         size = file_size(path, source.storage_options)
         if compression_of(path):
             units += compressed_ranges(source_index, fi, path, size, unit_bytes, fmt, source.storage_options)
+            continue
+        if size > unit_bytes and is_url(path) and serves_ranges(path, source.storage_options):
+            # ranges of its bytes, cut at records by the parent's spooler (pipeline.spool) with this same
+            # scan as it fetches the object once: scanned here, a URL was fetched twice (the plan's scan,
+            # then every unit's range), 2.0x its bytes; the windows' cuts are those the scan gives here
+            units += [WorkUnit(0, source_index, fi, path, fmt, a, a + unit_bytes if a + unit_bytes < size else -1,
+                               min(unit_bytes, size - a)) for a in range(0, size, unit_bytes)]
             continue
         cuts: list[int] = []
         if size > unit_bytes and serves_ranges(path, source.storage_options):

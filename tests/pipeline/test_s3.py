@@ -472,20 +472,18 @@ def bytes_fetched(sizes: list):
         yield
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_a_unit_of_an_s3_object_fetches_its_range_not_the_rest_of_the_object(tmp_path, s3, fmt):
     """fsspec's files read ahead a block past each read (50 MiB on s3fs): every unit of a big object
     fetched the object from its range to the end (JSONL 7.6x the object in all, CSV 21x: its header
-    look fetched it again; Parquet 7x). Now a unit fetches its range and the rest of its last record."""
+    look fetched it again; Parquet 7x). Now a unit fetches its range and the rest of its last record.
+    (A CSV object's units read windows the parent fetches once: test_a_csv_object_is_fetched_once.)"""
     from pipeline.readers import BadRecords, get_reader, plan_units
     fs, options = s3
     texts = [t for t in demo_texts() if t]  # ~1.2 MB of text
     here = tmp_path / f"d.{fmt}"
     if fmt == "jsonl":
         here.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    elif fmt == "csv":
-        with open(here, "w", newline="") as f:
-            csv.writer(f).writerows([["text"], *[[t] for t in texts]])
     else:  # a second column, never read
         pq.write_table(pa.table({"text": texts, "other": [t[::-1] for t in texts]}), here, row_group_size=200)
     fs.put_file(str(here), f"prep-test/ranges/d.{fmt}")
@@ -499,11 +497,34 @@ def test_a_unit_of_an_s3_object_fetches_its_range_not_the_rest_of_the_object(tmp
             docs += [t for b in reader.iter_batches(u, r.sources[0], BadRecords(u, "error"), 256) for t in b.texts]
         per_unit.append(sum(sizes))
     assert docs == texts
-    # its range and the rest of its last record, read 64 KiB at a time past the end, and CSV's header's first
-    # 64 KiB (small next to the units of a real run, 2-16 MiB); Parquet: its row group's text column, read
-    # in 64 KiB pieces, and the footer (pyarrow reads the last 64 KiB)
+    # its range and the rest of its last record, read 64 KiB at a time past the end (small next to the
+    # units of a real run, 2-16 MiB); Parquet: its row group's text column, read in 64 KiB pieces, and the
+    # footer (pyarrow reads the last 64 KiB)
     extra = (192 if fmt == "parquet" else 128) << 10
     assert all(n <= u.size + extra for n, u in zip(per_unit, units)), (per_unit, [u.size for u in units])
+
+
+def test_a_csv_object_is_fetched_once(tmp_path, s3):
+    """A CSV object's plan scanned it whole for its record cuts, then each unit fetched its range again:
+    2.0x the object, plus 64 KiB past each unit's end. Now the parent's spooler fetches it once and cuts
+    the units' windows with the same scan; the dataset is a local copy's, byte for byte."""
+    from pipeline.readers import plan_units
+    fs, options = s3
+    texts = [t for t in demo_texts() if t]  # ~1.2 MB
+    here = tmp_path / "d.csv"
+    with open(here, "w", newline="") as f:
+        csv.writer(f).writerows([["text"], *[[t] for t in texts]])
+    fs.put_file(str(here), "prep-test/once/d.csv")
+    r = recipe([{"path": "s3://prep-test/once/d.csv", "storage_options": options}], str(tmp_path / "o"))
+    units = len(plan_units(r))
+    sizes: list[int] = []
+    with bytes_fetched(sizes):  # one worker: the units run in this process
+        result = tokenize(r, show_progress=False)
+    local = tokenize(recipe([{"path": str(here)}], str(tmp_path / "here")), show_progress=False)
+    assert local_tree(result.out) == local_tree(local.out) and result.manifest.splits == local.manifest.splits
+    assert sum(s.num_docs for s in result.manifest.splits.values()) == len(texts) and units >= 8
+    # the object once, and each later unit's look at the header row (csv.HEADER_BLOCK: 64 KiB)
+    assert sum(sizes) - (units - 1) * (64 << 10) == here.stat().st_size, (sizes, units)
 
 
 class _CuttableLink:
