@@ -46,7 +46,7 @@ from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_man
 from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
 from pipeline.pool import pool_context, warm_forkserver
 from pipeline.progress import RunProgress
-from pipeline.readers import WorkUnit, plan_units
+from pipeline.readers import WorkUnit, plan_units, url_reads
 from pipeline.readers.text import whole_file_fix
 from pipeline.recipe import Recipe
 from pipeline.shards import named, part_intact
@@ -197,12 +197,14 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         spec_path = _spec_file(spec, state) if workers > 1 else None
         faults.point("start")
         todo = [u for u in units if u.index not in results]
+        remote = {path: stamp for path, stamp in inputs.items() if is_url(path)}
+        url_reads.expecting(remote)  # from here, each open of a URL checks it is the object planned
         spooler = _spooler(units, todo, state, recipe, workers)
         if spooler is not None:
             todo = [dataclasses.replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in todo]
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
-        ctx = WorkerContext(recipe, spec, state.parts, state.rejects)
+        ctx = WorkerContext(recipe, spec, state.parts, state.rejects, remote_inputs=remote)
         # shards are placed while units run, in order, journaled, and their parts then deleted
         stream = PartStream(state.parts, out, splits, dtype, recipe.output.shard_tokens, placed=placed,
                             journal=state.record_placed) if streamed else None
@@ -231,6 +233,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         finally:
             if spooler is not None:
                 spooler.close()
+            url_reads.expecting({})
             if join_pool is not None:
                 join_pool()
         failed = [r for r in results.values() if r["status"] != "ok"]

@@ -215,7 +215,8 @@ class Spooler:
             message = str(e) if isinstance(e, PrepError) else f"{units[0].path}: {type(e).__name__}: {e}"
             # its kind too: a URL's network drop (InputUnreachable) must stop the run under `skip` as it does
             # in a worker; as a plain PrepError its units failed and the run finished without their documents
-            kind = type(e).__name__ if isinstance(e, STOPS_THE_RUN) else ""
+            # (by its STOPS_THE_RUN class: a subclass's name, url_reads.InputChanged, was no kind here)
+            kind = next((k.__name__ for k in STOPS_THE_RUN if isinstance(e, k)), "")
             for u in units:
                 if u.index in self._todo and u.index not in written:
                     _write_atomic(self.window(u) + ".error", f"{kind}\n{message}".encode())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +92,9 @@ class WorkerContext:
     parts_dir: Path
     rejects_dir: Path
     encoder: Encoder | None = None
+    # the plan's {URL: [size, stamp]}: a worker's opens check each object is still the one planned
+    # (readers.url_reads.expecting)
+    remote_inputs: dict = field(default_factory=dict)
 
     def get_encoder(self) -> Encoder:
         if self.encoder is None:

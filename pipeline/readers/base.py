@@ -320,19 +320,14 @@ def file_identity(path: str, storage_options: dict | None = None) -> tuple[int, 
     return _file_identity(path, storage_options)
 
 
-# what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
-# local and memory mtime or created
-_REMOTE_STAMPS = ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created")
-
-
 def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | str | None]:
     try:
         if is_url(path):
             import fsspec
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            from pipeline.readers.url_reads import stamp_of
             info = fs.info(p)
-            stamp = next((info[k] for k in _REMOTE_STAMPS if info.get(k) is not None), None)
-            return int(info["size"]), None if stamp is None else str(stamp)
+            return int(info["size"]), stamp_of(info)
         st = os.stat(local_path(path))
         return st.st_size, st.st_mtime_ns
     except FileNotFoundError:
@@ -519,6 +514,10 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
     if is_url(path):
         import fsspec
         if not serves_ranges(path, storage_options):  # read it as one stream from its start
+            from pipeline.readers.url_reads import check_unchanged, expects
+            if expects(path):  # in a run: the object its plan saw (url_reads.check_unchanged)
+                fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+                check_unchanged(path, fs.info(p))
             body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
             return io.BufferedReader(_OneStream(body, path), buffer_size=1 << 20)  # peek() for the readers' looks
         from pipeline.readers.url_reads import open_url

@@ -8,6 +8,12 @@ fetched 50 MiB. Here a read that misses fetches at least REQUEST_BYTES but never
 unit's end, the sample's), and a read that would cross it stops there; past it, reads of 64 KiB, then
 growing (the rest of the record that crosses the end: its reader asked for a 1-4 MiB block).
 
+An object replaced between the run's plan and a unit's read (another ETag, size or modification time
+than the plan's, pipeline.input_changes) was read at the old plan's offsets, its new bytes silently in
+the dataset beside units read before the change. While a run goes (`expecting`), each open compares the
+object with the plan's record of it, and a change stops the run naming the URL (InputChanged); within
+one open s3fs sends If-Match with the ETag it opened, and its 412 is named so too.
+
 A read that fails for any reason but the object's absence (a network drop, a timeout, the endpoint
 gone: botocore's and aiohttp's own exceptions, which no reader caught) is an InputUnreachable naming
 the URL: one line, and the run stops with its finished units kept, under on_bad_record: skip too.
@@ -19,7 +25,7 @@ import io
 
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
 
-__all__ = ["open_url", "unreachable"]
+__all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "stamp_of", "InputChanged"]
 
 # bytes per request while a read is before `ahead_to` (or there is none): S3 answers a request in
 # ~10-50 ms, so 4 MiB keeps one worker's stream at tens of MB/s, above what it tokenizes per core
@@ -28,7 +34,65 @@ REQUEST_BYTES = 4 << 20
 PAST_END_BYTES = 64 << 10
 
 
+# what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
+# local and memory mtime or created
+REMOTE_STAMPS = ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created")
+
+# {URL: [size, stamp]} of the run's plan while it goes (`expecting`): set in the parent (its spooler
+# and inline units) and in each worker (pipeline.worker_process); empty otherwise, so a plan's own reads
+# and reads outside a run compare nothing
+_expected: dict[str, list] = {}
+
+
+class InputChanged(InputUnreachable):
+    """An input URL whose object is not the one the run planned. Of InputUnreachable's kind: it stops the
+    run under `on_bad_record: skip` too, and is no damage (pipeline.input_changes.note_stop): a resume
+    with units done from the old object is refused, not mixed."""
+
+
+def stamp_of(info: dict) -> str | None:
+    """An fsspec `info()`'s version stamp (REMOTE_STAMPS), as plan.json records it."""
+    stamp = next((info[k] for k in REMOTE_STAMPS if info.get(k) is not None), None)
+    return None if stamp is None else str(stamp)
+
+
+def expecting(inputs: dict[str, list]) -> None:
+    """From now on, opens of these URLs ({url: [size, stamp]}) check the object is still that one."""
+    _expected.clear()
+    _expected.update(inputs)
+
+
+def expects(path: str) -> bool:
+    """Whether opens of `path` are checked against the run's plan (`expecting`)."""
+    return path in _expected
+
+
+def changed(path: str, what: str) -> InputChanged:
+    return InputChanged(f"{path}: changed since this run planned it ({what}); its units would mix the old and the new "
+                        "object: re-run to plan it again (with --overwrite if units were done from the old one)")
+
+
+def check_unchanged(path: str, info: dict) -> None:
+    """Raises InputChanged when `info` (fsspec's, of `path`) is not the object the run planned."""
+    planned = _expected.get(path)
+    if planned is None:
+        return
+    size, stamp = int(info.get("size") if info.get("size") is not None else -1), stamp_of(info)
+    if size != planned[0]:
+        raise changed(path, f"{planned[0]:,} bytes then, {size:,} now")
+    if planned[1] is not None and stamp is not None and stamp != planned[1]:
+        raise changed(path, f"version {planned[1]} then, {stamp} now")
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """s3fs's answer to a read whose If-Match ETag the object no longer has (it was replaced while open)."""
+    return (type(e).__name__ == "FileExpired"  # s3fs.utils's, with local_expiry_check
+            or "PreconditionFailed" in str(e) or "(412)" in str(e))
+
+
 def unreachable(path: str, error: BaseException, at: int | None = None) -> InputUnreachable:
+    if _precondition_failed(error):
+        return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
     return InputUnreachable(f"{path}: reading it failed{where} ({type(error).__name__}: {error}); check the "
                             f"network, the endpoint and source.storage_options, then {RESUME_FIX} (finished units "
@@ -42,6 +106,11 @@ def open_url(path: str, storage_options: dict | None, ahead_to: int | None):
     try:
         fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
         f = fs.open(p, "rb", cache_type="none")  # every read() of it is one request of what it asks
+        if path in _expected:
+            # s3fs's file holds the HEAD it opened with (and reads with If-Match on its ETag); http's
+            # and memory's hold no stamp: one info() more per unit
+            info = getattr(f, "details", None) or {}
+            check_unchanged(path, info if stamp_of(info) is not None else fs.info(p))
     except (OSError, PrepError):  # missing, forbidden: base.unreadable names it
         raise
     except Exception as e:

@@ -693,3 +693,42 @@ def test_a_missing_bucket_is_named(tmp_path, s3, path):
     with pytest.raises(PrepError) as e:
         tokenize(there, show_progress=False)
     assert "bucket" not in str(e.value)
+
+
+@pytest.mark.parametrize("fmt,workers", [("jsonl", 1), ("jsonl", 2), ("csv", 2)])
+def test_an_object_replaced_after_the_plan_stops_the_run_naming_it(tmp_path, s3, monkeypatch, fmt, workers):
+    """An object replaced between the plan and its units' reads (same size, another ETag) was read at
+    the old plan's offsets, and the run finished with the new object's bytes without a word. Now each
+    open compares the object with the plan's record of it, in the parent (inline units; a CSV's spooler)
+    and in the workers: the run stops naming the URL, and a re-run plans the new object."""
+    from pipeline import input_changes
+    from pipeline.errors import InputUnreachable  # url_reads.InputChanged's kind: it stops the run under skip
+    fs, options = s3
+    texts = [t for t in demo_texts(2000) if t]
+    key = f"prep-test/changes/{fmt}-{workers}.{fmt}"
+
+    def body(docs: list[str]) -> bytes:
+        if fmt == "jsonl":
+            return "".join(json.dumps({"text": t}) + "\n" for t in docs).encode()
+        buf = io.StringIO(newline="")
+        csv.writer(buf).writerows([["text"], *[[t] for t in docs]])
+        return buf.getvalue().encode()
+    old, new = body(texts), body([t.swapcase() for t in texts])
+    assert len(old) == len(new) > 4 * 65536 and old != new
+    fs.pipe(key, old)
+    real = input_changes.describe
+
+    def replaced_after_the_plan(*a, **k):
+        monkeypatch.setattr(input_changes, "describe", real)
+        fs.pipe(key, new)
+        return real(*a, **k)
+    monkeypatch.setattr(input_changes, "describe", replaced_after_the_plan)
+    r = recipe([{"path": f"s3://{key}", "storage_options": options}], str(tmp_path / "out"), workers=workers)
+    with pytest.raises(InputUnreachable, match=rf"^s3://{re.escape(key)}: changed since this run planned it \(version "
+                                           r"\S+ then, \S+ now\); .* re-run to plan it again"):
+        tokenize(r, show_progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    again = tokenize(r, show_progress=False)  # no unit was done from the old object: the new one is planned
+    (tmp_path / f"new.{fmt}").write_bytes(new)
+    local = tokenize(recipe([{"path": str(tmp_path / f"new.{fmt}")}], str(tmp_path / "here")), show_progress=False)
+    assert local_tree(again.out) == local_tree(local.out) and again.manifest.splits == local.manifest.splits
