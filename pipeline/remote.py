@@ -48,6 +48,9 @@ def default_staging_dir(url: str) -> Path:
 
 def _fs(url: str, storage_options: dict):
     import fsspec
+
+    from pipeline.source_files import refuse_url_credentials
+    refuse_url_credentials(url, "output.dir")  # else written into the staging path's messages and notes
     try:
         fs, root = fsspec.core.url_to_fs(url, **storage_options)
     except Exception as e:

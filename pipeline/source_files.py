@@ -30,7 +30,7 @@ from pipeline.source_formats import (
 if TYPE_CHECKING:  # annotations only: pipeline.recipe imports this module
     from pipeline.recipe import SourceConfig
 
-__all__ = ["expand_files", "elsewhere_hint", "missing_bucket"]
+__all__ = ["expand_files", "elsewhere_hint", "missing_bucket", "refuse_url_credentials"]
 
 log = logging.getLogger("prep")
 
@@ -134,6 +134,26 @@ def _each_once(files: list[str], path) -> list[str]:
     return kept
 
 
+def refuse_url_credentials(url: str, field: str) -> None:
+    """A URL with credentials in it (`https://user:token@host/...`, `s3://key:secret@bucket/...`) is
+    refused before anything reads it: the path is the recipe's, written as given into the manifest, the
+    plan and every message naming the file (a password was in manifest.json and in each error). The
+    message shows the URL with its credentials masked."""
+    from urllib.parse import urlsplit
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # not a URL fsspec can read either: its own open says so
+        return
+    if "@" not in netloc:
+        return
+    scheme, _, rest = url.partition("://")
+    masked = f"{scheme}://***@{rest.split('@', 1)[1]}" if "@" in rest.split("/", 1)[0] else url
+    raise PrepError(f"{field}: {masked} holds credentials (user:password@ before its host, masked here), which would "
+                    "be written into the manifest and messages; give the URL without them and pass them in "
+                    f"{field.split('.')[0]}.storage_options (s3: key, secret; http(s): headers: {{Authorization: "
+                    "'Basic <base64 of user:password>'}})")
+
+
 def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
     """The files under a directory URL (`s3://bucket/prefix/`), recursively, of format `fmt`; hidden and
     README/LICENSE-like names left out, as in a local directory."""
@@ -164,6 +184,7 @@ def _url_dir_files(url: str, storage_options: dict, fmt: str) -> list[str]:
 def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[str]:
     """A URL without glob characters as is (checked when opened), or, one ending in "/", the files
     under that prefix of the source's format (as for a local directory); a glob listed through fsspec."""
+    refuse_url_credentials(url, "source.path")
     if url.endswith("/") and not any(c in url.split("://", 1)[1] for c in "*?["):
         return _url_dir_files(url, storage_options, source.resolved_format())
     if not any(c in url.split("://", 1)[1] for c in "*?["):

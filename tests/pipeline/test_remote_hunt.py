@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import json
 import re
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -123,3 +124,26 @@ def test_a_csv_url_is_fetched_once_and_gives_the_local_files_dataset(tmp_path, s
     # beside a real run's units of 2-16 MiB) and each worker's 1-byte range probe; before: 2.0x the object
     header_looks = (units - 1) * (64 << 10)
     assert size <= server.served["/d.csv"] - header_looks <= size + 16, (server.served, size, units)
+
+
+def test_a_url_with_credentials_is_refused_with_them_masked(tmp_path, serve):
+    """`http://user:password@host/d.jsonl` was read, and the password written into manifest.json (the
+    recipe's path) and every message naming the file. Now it is refused before anything is read or
+    written, the credentials masked in the message, which names where they go instead."""
+    from pipeline.errors import PrepError
+    www, start = serve
+    (www / "d.jsonl").write_text(json.dumps({"text": "a document"}) + "\n")
+    server = start(_CountingRangeHandler)
+    port = server.url.rsplit(":", 1)[1]
+    with pytest.raises(PrepError) as e:
+        tokenize(_recipe(tmp_path, f"http://alice:S3CRET@127.0.0.1:{port}/d.jsonl", "cred"), show_progress=False)
+    assert str(e.value).startswith(f"source.path: http://***@127.0.0.1:{port}/d.jsonl holds credentials")
+    assert "S3CRET" not in str(e.value) and "alice" not in str(e.value) and "source.storage_options" in str(e.value)
+    assert not server.served and not (tmp_path / "out" / "cred" / "manifest.json").exists()
+    out = Recipe.from_dict({"name": "t", "source": {"path": str(www / "d.jsonl")},
+                            "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                            "output": {"dir": "memory://k:S3CRET@bucket/ds", "local_dir": str(tmp_path / "stage")}})
+    from pipeline.remote import tokenize_to_url
+    with pytest.raises(PrepError, match=r"^output\.dir: memory://\*\*\*@bucket/ds holds credentials") as e:
+        tokenize_to_url(out, out.output.dir, show_progress=False)
+    assert "S3CRET" not in str(e.value)
