@@ -195,28 +195,57 @@ def _files(source, output_dir: str) -> list[str]:
 
 
 def _without_datasets(files: list[str], storage_options: dict | None) -> list[str]:
-    """`files` less those inside a prep dataset that a directory or glob source also lists (another
-    run's output under the corpus directory: its manifest.json was read as a JSON object, a
-    SchemaError advising records_field, and its rejects.jsonl as input). A dataset is known by a
-    manifest.json that prep wrote; only files named so are opened (one pass over the names)."""
-    homes = [os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.json"]
-    datasets = [os.path.join(d, "") for d in homes
-                if _is_prep_manifest(os.path.join(d, "manifest.json"), storage_options)]
-    if not datasets:
+    """`files` less another prep dataset's own files that a directory or glob source also lists (another
+    run's output under the corpus directory): its manifest.json was read as a JSON object, a SchemaError
+    advising records_field, and its rejects.jsonl as documents, also when the glob (`data/**/*.jsonl`)
+    lists rejects.jsonl but not the manifest.json beside it. A dataset is known by a manifest.json that
+    prep wrote; its own files are DIR/manifest.json, DIR/rejects.jsonl and those in its split
+    directories (anything else under DIR is input: a corpus kept there is read). Local: one stat per
+    directory the files are in and its parent; a URL's directory is looked at only when a listed file
+    is named as a dataset's top-level files are (each look is a request)."""
+    homes = _dataset_homes(files, storage_options)
+    if not homes:
         return files
-    for d in datasets:
-        log.warning("%s: a prep dataset inside the source; its files are not read as input", d)
-    return [f for f in files if not f.startswith(tuple(datasets))]
+    own = set()
+    for d, splits in homes.items():
+        log.warning("%s: a prep dataset inside the source; its files are not read as input", d or ".")
+        own |= {_join(d, name) for name in _DATASET_FILES} | {_join(d, split) for split in splits}
+    return [f for f in files if f not in own and os.path.dirname(f) not in own]
 
 
-def _is_prep_manifest(path: str, storage_options: dict | None) -> bool:
+_DATASET_FILES = ("manifest.json", "rejects.jsonl")
+
+
+def _join(d: str, name: str) -> str:
+    return f"{d}/{name}" if is_url(d) else os.path.join(d, name)
+
+
+def _dataset_homes(files: list[str], storage_options: dict | None) -> dict[str, list[str]]:
+    """{directory (as the files name it): its split names} for each prep dataset holding any of `files`."""
+    dirs = {os.path.dirname(f) for f in files if not is_url(f) or os.path.basename(f) in _DATASET_FILES}
+    candidates = dirs | {os.path.dirname(d) for d in dirs if not is_url(d) and os.path.dirname(d) != d}
+    homes = {}
+    for d in sorted(candidates):
+        manifest = _join(d, "manifest.json")
+        if is_url(d) or os.path.isfile(manifest):
+            splits = _prep_manifest_splits(manifest, storage_options)
+            if splits is not None:
+                homes[d] = splits
+    return homes
+
+
+def _prep_manifest_splits(path: str, storage_options: dict | None) -> list[str] | None:
+    """The split names of a manifest.json that prep wrote, or None (not one: input, as before)."""
     import json
     try:
         with base.open_raw(path, storage_options) as f:
             head = json.loads(f.read(MANIFEST_MAX_BYTES))
     except Exception:  # not JSON, not readable, bigger than a manifest: input, as before
-        return False
-    return isinstance(head, dict) and "splits" in head and str(head.get("created_by", "")).startswith("prep")
+        return None
+    if not (isinstance(head, dict) and isinstance(head.get("splits"), dict)
+            and str(head.get("created_by", "")).startswith("prep")):
+        return None
+    return [str(k) for k in head["splits"]]
 
 
 # 100,000 shards make a ~15 MB manifest.json; a JSON file bigger than this is input, not one

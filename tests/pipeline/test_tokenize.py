@@ -530,6 +530,21 @@ def test_another_runs_dataset_inside_the_source_directory_is_not_input(tmp_path,
     assert read_manifest(second).splits["train"].num_docs == read_manifest(first).splits["train"].num_docs
 
 
+def test_another_runs_rejects_listed_by_a_glob_without_its_manifest_is_not_input(tmp_path, demo_tokenizer):
+    """`data/**/*.jsonl` lists an earlier run's data/tok/rejects.jsonl but not the manifest.json beside
+    it, which was how a dataset was known: its rejects were read as 1 more document. A corpus kept
+    inside a dataset's directory (not its own files) is still input."""
+    texts = demo_texts(40)
+    d = tmp_path / "data"
+    write_jsonl(d / "a.jsonl", texts[:30])
+    (d / "a.jsonl").write_text((d / "a.jsonl").read_text() + "not json\n")  # a reject: rejects.jsonl
+    first = tokenize(tmp_path, d / "a.jsonl", demo_tokenizer, d / "tok", output__val_fraction=0.0)
+    assert (first / "rejects.jsonl").exists()
+    write_jsonl(d / "tok" / "more" / "b.jsonl", texts[30:])  # a user's corpus inside the dataset's directory
+    second = tokenize(tmp_path, d / "**" / "*.jsonl", demo_tokenizer, tmp_path / "tok2", output__val_fraction=0.0)
+    assert sorted(decoded_docs(second, demo_tokenizer)) == sorted(t for t in texts if t)
+
+
 def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
     texts = demo_texts(50)
     corpus = write_jsonl(tmp_path / "c.jsonl", texts)
