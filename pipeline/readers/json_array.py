@@ -45,7 +45,7 @@ from pipeline.readers.base import (
 )
 from pipeline.readers.sniff import peek_head
 
-__all__ = ["starts_a_document", "head_starts_a_document", "parse", "records_of", "read_document", "concatenated_objects",
+__all__ = ["starts_a_document", "head_starts_a_document", "parse", "holder_past_deep_members", "too_deep", "records_of", "read_document", "concatenated_objects",
            "range_payload", "range_first", "iter_range_groups", "record_groups",
            "iter_array_batches"]
 
@@ -74,21 +74,23 @@ def head_starts_a_document(head: bytes) -> bool:
     return head[:1] == b"{" and newline > 0 and head[:newline].rstrip(_WHITESPACE)[-1:] in (b"{", b",", b"[")
 
 
-def parse(data: bytes) -> tuple[list | dict | None, str]:
+def parse(data: bytes, place: _Place | None = None) -> tuple[list | dict | None, str]:
     """(the file's one JSON array or object, ""), or (None, why not): JSON Lines whose first record
     is an array, or a damaged file (then read as lines, whose rejects say what is wrong). A value
     that only Python's json reads (NaN, Infinity, a lone surrogate escape: what `json.dump` writes
-    from a float NaN or a cut string) comes with its non-JSON records as Malformed (records_of)."""
+    from a float NaN or a cut string) comes with its non-JSON records as Malformed (records_of).
+    `place`: where `data` lies in its file (None: it is the file, from its start)."""
     bom = len(BOM) if data.startswith(BOM) else 0
+    place = (place or _Place(data)).shifted(bom)
     data = data[bom:]
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         value = _lenient(data)
         if value is None:  # a record nested too deep for either parser?
-            value = _records_one_by_one(data)
+            value = _records_one_by_one(data, place)
         if value is None:  # an array, then more?
-            value = _array_then_more(data, bom)
+            value = _array_then_more(data, place)
         if value is None:
             return None, str(e)
     return (value, "") if isinstance(value, (list, dict)) else (None, f"it is one {type(value).__name__}")
@@ -123,7 +125,34 @@ def _lenient(data: bytes | str):
     return value
 
 
-def _too_deep(e: orjson.JSONDecodeError) -> bool:
+class _Place:
+    """Where the bytes being parsed lie in their file, so that a reject names the file's line, not the
+    line inside its record (orjson counts from the bytes it was given: "line 1 column 1045" of a record
+    on line 5,000). `file`: the file's bytes from its start, when held (a whole file, or a cut unit's
+    first piece); else a reject names the byte. `base`: the file offset of the parsed bytes' first."""
+
+    __slots__ = ("file", "base")
+
+    def __init__(self, file: bytes | None = None, base: int = 0):
+        self.file, self.base = file, base
+
+    def shifted(self, by: int) -> _Place:
+        return _Place(self.file, self.base + by)
+
+    def of(self, raw: bytes, offset: int, error) -> str:
+        """The file's place of `error`, an orjson error met parsing `raw`, which lies at `offset` of the
+        parsed bytes (orjson names a character of `raw`: "(char 1045)")."""
+        char = re.search(r"\(char (\d+)\)", str(error))
+        inside = len(raw.decode("utf-8", "surrogateescape")[:int(char[1])].encode("utf-8", "surrogateescape")) if char else 0
+        at = self.base + offset + inside
+        if self.file is None or at > len(self.file):
+            return f"at byte {at:,} of the file"
+        line, line_start = self.file.count(b"\n", 0, at) + 1, self.file.rfind(b"\n", 0, at) + 1
+        column = len(self.file[line_start:at].decode("utf-8", "replace")) + 1  # in characters, as orjson counts
+        return f"at line {line:,} column {column:,} of the file"
+
+
+def too_deep(e: orjson.JSONDecodeError) -> bool:
     """orjson's refusal of a value nested deeper than 1,024 levels (Python's json stops at ~1,000)."""
     return "depth limit" in str(e)
 
@@ -132,11 +161,12 @@ def _too_deep(e: orjson.JSONDecodeError) -> bool:
 _STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 
 
-def _array_elements(data: bytes, brackets: bytes = b"[]") -> list[bytes] | None:
+def _array_elements(data: bytes, brackets: bytes = b"[]") -> list[tuple[int, bytes]] | None:
     """The top-level elements of the JSON array `data` (with brackets b"{}": the members of the object),
-    as byte slices cut at its depth-1 commas (found past its strings); None when its brackets do not
-    balance or it is not one array (object)."""
+    as (offset in `data`, byte slice) cut at its depth-1 commas (found past its strings); None when its
+    brackets do not balance or it is not one array (object)."""
     body = data.strip(_WHITESPACE)
+    lead = len(data) - len(data.lstrip(_WHITESPACE))
     if body[:1] != brackets[:1] or body[-1:] != brackets[1:]:
         return None
     elements, start, depth = [], 1, 0
@@ -145,35 +175,36 @@ def _array_elements(data: bytes, brackets: bytes = b"[]") -> list[bytes] | None:
             if depth < 0 or depth == 0 and m.end() != len(body):
                 return None
         elif c == 0x2C and depth == 1:  # a comma between two records
-            elements.append(body[start:m.start()])
+            elements.append((lead + start, body[start:m.start()]))
             start = m.end()
     if depth:
         return None
     if body[start:-1].strip(_WHITESPACE) or elements:
-        elements.append(body[start:-1])
+        elements.append((lead + start, body[start:-1]))
     return elements
 
 
-def _records_one_by_one(data: bytes) -> list | None:
+def _records_one_by_one(data: bytes, place: _Place) -> list | None:
     """The records of the JSON array `data`, each parsed alone, a record nested deeper than orjson reads
     (1,024 levels) as a Malformed; None when anything else does not parse (damage: the callers' errors).
     Only once the whole array has failed both parsers (another record's NaN may be what orjson met
     first), so a sound file never costs this scan.
     Why: one such record (a 10,000-level list in a field that is not the text) made its whole array
     unparsable: a small file became one malformed_json reject of its first line, every record lost,
-    and a cut file's unit failed whole."""
+    and a cut file's unit failed whole. `place`: where `data` lies in its file (a reject names the line)."""
     import json
     elements = _array_elements(data)
     if elements is None:
         return None
     records = []
-    for raw in elements:
+    for offset, raw in elements:
         try:
             records.append(orjson.loads(raw))
             continue
         except orjson.JSONDecodeError as e:
-            if _too_deep(e):
-                records.append(_nested_too_deep(raw.strip(_WHITESPACE)[:1000].decode("utf-8", "replace"), e))
+            if too_deep(e):
+                records.append(_nested_too_deep(raw.strip(_WHITESPACE)[:1000].decode("utf-8", "replace"),
+                                                place.of(raw, offset, e)))
                 continue
         try:  # NaN, a lone surrogate: as _lenient reads them
             records.append(_strict(json.loads(raw)))
@@ -182,27 +213,31 @@ def _records_one_by_one(data: bytes) -> list | None:
     return records
 
 
-def _nested_too_deep(raw: str, error) -> Malformed:
-    """A record nested deeper than a parser here reads, as one malformed_json reject."""
-    return Malformed(raw, f"nested deeper than the 1,024 levels a JSON parser here reads ({error})")
+def _nested_too_deep(raw: str, where: str) -> Malformed:
+    """A record nested deeper than a parser here reads, as one malformed_json reject; `where`: _Place.of
+    (orjson's own "line 1 column 1045" counts inside the record, which misled: the record's first line
+    is line 1 to it wherever it lies in the file)."""
+    return Malformed(raw, f"nested deeper than the 1,024 levels a JSON parser here reads (depth limit exceeded {where})")
 
 
 _KEY = re.compile(rb'[ \t\r\n]*("[^"\\]*(?:\\.[^"\\]*)*")[ \t\r\n]*:')  # an object member's key and its colon
 
 
-def _holder_one_by_one(data: bytes, field: list[str]):
+def _holder_one_by_one(data: bytes, field: list[str], place: _Place, unique: bool = False):
     """The object `data` holding records in a list under the dotted `field` (source.records_field), that
     list read record by record (_records_one_by_one: a record nested deeper than 1,024 levels is one
     Malformed); a member off that path which is nested too deep is None (it holds no records). None
     when anything else does not parse (damage: read_document's error).
     Why: one such record made the whole object unparsable: exit 1, "not one JSON object (depth limit
-    exceeded)", every record of the file lost (a file large enough to be cut read its pieces so)."""
+    exceeded)", every record of the file lost (a file large enough to be cut read its pieces so).
+    `place`: where `data` lies in its file; `unique`: a key twice in an object on the way is None too
+    (json_cuts.py checks the bytes around a list so: orjson keeps the last of two)."""
     import json
     members = _array_elements(data, b"{}")
     if members is None:
         return None
     holder = {}
-    for member in members:
+    for offset, member in members:
         key = _KEY.match(member)
         if key is None:
             return None
@@ -213,17 +248,19 @@ def _holder_one_by_one(data: bytes, field: list[str]):
                 name = json.loads(key[1])
             except ValueError:
                 return None
-        value = member[key.end():]
+        if unique and name in holder:
+            return None
+        value, at = member[key.end():], place.shifted(offset + key.end())
         if name == field[0]:
-            holder[name] = (_records_one_by_one(value) if len(field) == 1
-                            else _holder_one_by_one(value, field[1:]))
+            holder[name] = (_records_one_by_one(value, at) if len(field) == 1
+                            else _holder_one_by_one(value, field[1:], at, unique))
             if holder[name] is None:
                 return None
             continue
         try:
             holder[name] = orjson.loads(value)
         except orjson.JSONDecodeError as e:
-            if _too_deep(e):
+            if too_deep(e):
                 holder[name] = None
                 continue
             try:  # NaN: as _lenient reads it
@@ -233,18 +270,11 @@ def _holder_one_by_one(data: bytes, field: list[str]):
     return holder
 
 
-def _array_end(body: bytes) -> int:
-    """One past the `]` that closes the array opening `body`, or -1 (its brackets do not balance)."""
-    for m, c, depth in _depths(body):
-        if c in b"]}" and depth <= 0:
-            return m.end() if depth == 0 else -1
-    return -1
-
-
-def _depths(body: bytes):
-    """(match, its first byte, the bracket depth after it) for each string, bracket and comma of `body`."""
+def _depths(body: bytes, at: int = 0):
+    """(match, its first byte, the bracket depth after it) for each string, bracket and comma of `body`
+    from `at`."""
     depth = 0
-    for m in _STRUCTURE.finditer(body):
+    for m in _STRUCTURE.finditer(body, at):
         c = body[m.start()]
         if c in b"[{":
             depth += 1
@@ -253,29 +283,82 @@ def _depths(body: bytes):
         yield m, c, depth
 
 
-def _array_then_more(data: bytes, bom: int) -> list | None:
-    """The records of a file that is one JSON array followed by more (`[...]` then `{...}`: a record
-    appended to an array file), the rest one Malformed record after them (one malformed_json reject,
-    at the next row; two array exports joined keep the first's records only, the second is that one
-    reject); None when it is not so. Before, such a file was read as
-    JSON Lines: a reject per line (60,002 for 20,000 pretty-printed records), every record lost. An
-    array on one line is JSON Lines' first record still (`[1, 2]` then records: one reject, the rest
-    read), as JSON Lines holds no record over several lines."""
+def _array_then_more(data: bytes, place: _Place) -> list | None:
+    """The records of a file that is one JSON array followed by more JSON values (`cat a.json b.json`:
+    two array exports; `[...]` then `{...}`: a record appended to an array file; an array on one line,
+    then JSON Lines): each array gives its records and each object is one, as jq reads such a file and
+    as objects one after another are read (concatenated_objects). From the first value that does not
+    parse on, the rest is one Malformed record (one malformed_json reject at the next row, naming the
+    byte where the last value read closed); after an array on one line, a Malformed per bad line, as
+    JSON Lines rejects them. None when the file is not so (an array on one line that holds no objects
+    is JSON Lines' first record still: `[1, 2]` then records, one reject, the rest read).
+    Before: two arrays joined kept the first's records only (the second was that one reject), a record
+    appended was that reject, and an array of records on one line then lines was read as JSON Lines,
+    its records one missing_field reject. Read as JSON Lines, an array over several lines was a reject
+    per line (60,002 for 20,000 pretty-printed records)."""
     body = data.lstrip(_WHITESPACE)
+    lead = len(data) - len(body)
     if body[:1] != b"[":
         return None
-    end = _array_end(body)
-    rest = body[end:].strip(_WHITESPACE) if end > 0 else b""
-    if not rest or body.find(b"\n", 0, end) < 0:
+    end = _value_end(body, 0)
+    if end < 0 or not body[end:].strip(_WHITESPACE):
         return None
-    records, _ = parse(body[:end])
-    if not isinstance(records, list):
+    one_line = body.find(b"\n", 0, end) < 0
+    records, _ = parse(body[:end], place.shifted(lead))
+    if not isinstance(records, list) or one_line and not (records and all(isinstance(r, (dict, Malformed))
+                                                                          for r in records)):
         return None
-    closes = bom + len(data) - len(body) + end - 1  # the file offset of the array's `]`
+    at = end
+    while (at := _GAP.match(body, at).end()) < len(body) and body[at] in b"[{":
+        stop = _value_end(body, at)
+        value, _ = parse(body[at:stop], place.shifted(lead + at)) if stop > 0 else (None, "")
+        if value is None:
+            break
+        records += value if isinstance(value, list) else [_strict(dict(value)) if type(value) is _LenientObject
+                                                          else value]
+        end = at = stop
+    rest = body[at:].rstrip(_WHITESPACE)
+    if not rest:
+        return records
+    if one_line:
+        return records + [_line_record(line) for line in rest.split(b"\n") if line.strip(_WHITESPACE)]
+    closes = place.base + lead + end - 1  # the file offset of the last value's closing bracket
     return [*records, Malformed(rest[:1000].decode("utf-8", "replace"),
-                                f"{len(rest):,} bytes of JSON follow the file's array, which closes at byte {closes:,}: "
-                                "a file is one array of records (its records were read); move this into the "
-                                "array, or remove it")]
+                                f"{len(rest):,} bytes follow the file's JSON values, the last of which closes at "
+                                f"byte {closes:,}, and are not a JSON array or object (the records before them "
+                                "were read); repair or remove them")]
+
+
+_GAP = re.compile(rb"[ \t\r\n]*")
+
+
+def _value_end(body: bytes, at: int) -> int:
+    """One past the bracket closing the array or object that opens at `body[at]`, or -1 (its brackets do
+    not balance)."""
+    for m, c, depth in _depths(body, at):
+        if c in b"]}" and depth <= 0:
+            return m.end() if depth == 0 else -1
+    return -1
+
+
+def _line_record(line: bytes):
+    """A line after an array on one line (_array_then_more): its value (an array too is one record there,
+    as in JSON Lines), or a Malformed."""
+    import json
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        try:  # NaN, a lone surrogate: as _lenient reads them
+            return _strict(json.loads(line))
+        except (ValueError, RecursionError):
+            return Malformed(line[:1000].decode("utf-8", "replace"), f"not JSON ({str(e)[:120]})")
+
+
+def holder_past_deep_members(data: bytes, field: str) -> dict | None:
+    """The object `data` parsed member by member along the dotted `field` (_holder_one_by_one): a member
+    nested deeper than 1,024 levels off that path is None; None when anything else does not parse or a
+    key on the way repeats (json_cuts.py checks the bytes around a records_field list so)."""
+    return _holder_one_by_one(data, field.split("."), _Place(), unique=True)
 
 
 class _LenientObject(dict):
@@ -367,7 +450,8 @@ def read_document(data: bytes, records_field: str | None, path: str,
     as for records_of."""
     value, why = parse(data)
     if value is None and records_field is not None:  # a record nested too deep (and perhaps a NaN)?
-        value = _holder_one_by_one(data[len(BOM):] if data.startswith(BOM) else data, records_field.split("."))
+        bom = len(BOM) if data.startswith(BOM) else 0
+        value = _holder_one_by_one(data[bom:], records_field.split("."), _Place(data, bom))
     if value is None:
         if records_field is None:
             return concatenated_objects(data)
@@ -417,17 +501,20 @@ def _piece_records(data: bytes, kind: str, at: int, last: bool, path: str) -> li
     the piece that ends with the array's `]`."""
     where = f"{path}: bytes {at}-{at + len(data)}"
     if kind == "objects":
-        records = concatenated_objects(data, least=1)
+        records = concatenated_objects(data, least=1, place=_Place(data if at == 0 else None, at))
         if records is None and data.strip(_WHITESPACE):
             raise PrepError(f"{where}: not JSON objects one after another, though the file opens like them (a "
                             "lone `{` on its first line): the file is damaged, or it is JSON Lines whose first "
                             "record spans several lines; repair it, or write that record on one line")
         return records or []
+    piece = data
     if at == 0:
         data = data[len(BOM):] if data.startswith(BOM) else data
         data = data.lstrip(_WHITESPACE)[1:]  # the `[` (json_cuts.py began the array there)
     else:
         data = data[1:]  # the comma before the piece's first record
+    # b"[" + data below: its byte k is the file's byte at + (bytes cut before data) + k - 1
+    place = _Place(piece if at == 0 else None, at + len(piece) - len(data) - 1)
     if last:
         data = data.rstrip(_WHITESPACE)[:-1]  # the `]` (json_cuts.py ended the array there)
     try:
@@ -435,21 +522,22 @@ def _piece_records(data: bytes, kind: str, at: int, last: bool, path: str) -> li
     except orjson.JSONDecodeError as e:
         records = _lenient(b"[" + data + b"]")
         if records is None:  # a record nested too deep for either parser?
-            records = _records_one_by_one(b"[" + data + b"]")
+            records = _records_one_by_one(b"[" + data + b"]", place)
         if records is None:
             raise PrepError(f"{where}: these records of the file's JSON array do not parse ({e}); the file is "
                             "damaged: repair or re-export it") from None
         return records
 
 
-def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
+def concatenated_objects(data: bytes, least: int = 2, place: _Place | None = None) -> list[dict] | None:
     """The objects of a file holding several JSON objects one after another, pretty-printed (what
     `jq . file.jsonl` writes: `{\n  "text": ...\n}\n{\n ...`), or None when it is not such a file.
     An object that Python's json reads and orjson does not (NaN, a lone surrogate) is a Malformed
     record; one that neither reads, or a gap that is not whitespace, leaves the file to the line
     reader, whose rejects say what is wrong. Where the layout is not jq's, the stdlib decoder finds where each object
     ends (orjson cannot stop at a value's end). Fewer than `least` objects: None. Before, each line
-    of such a file was a `malformed_json` reject."""
+    of such a file was a `malformed_json` reject. `place`: where `data` lies in its file (None: it is the
+    file, from its start)."""
     body = data[len(BOM):] if data.startswith(BOM) else data
     if body.lstrip(_WHITESPACE)[:1] != b"{":
         return None
@@ -461,6 +549,7 @@ def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
     # that alone); parsing views of the body, 0.037 s where split() copied each object twice, 0.045 s
     # (joined with commas into one array to parse: 0.086 s).
     # Anything else: the stdlib scan below.
+    lead = len(data) - len(body.lstrip(_WHITESPACE))  # the file offset of body's first byte, past place.base
     body = body.strip(_WHITESPACE)
     seps = [m.start() for m in _JQ_GAP.finditer(body)]
     if seps:
@@ -494,7 +583,9 @@ def concatenated_objects(data: bytes, least: int = 2) -> list[dict] | None:
                 try:  # orjson reads 1,024 levels
                     records.append(orjson.loads(text[at:end]))
                 except orjson.JSONDecodeError as e:
-                    records.append(_nested_too_deep(text[at:at + 1000], e) if _too_deep(e)
+                    where = (place or _Place(data)).of(text[at:end].encode("utf-8", "surrogatepass"),
+                                                       lead + len(text[:at].encode("utf-8", "surrogatepass")), e)
+                    records.append(_nested_too_deep(text[at:at + 1000], where) if too_deep(e)
                                    else Malformed(text[at:at + 1000], f"not JSON ({e})"))
                 at = gap.match(text, end).end()
                 continue

@@ -283,14 +283,15 @@ def test_a_record_that_is_not_json_is_one_reject_not_the_whole_file(tmp_path, la
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json")]
 
 
-@pytest.mark.parametrize("after", ['{"text": "one more"}', '[{"text": "a second array"}]', "garbage"])
+@pytest.mark.parametrize("after", ['{"text": "one more"', "garbage"])
 @pytest.mark.parametrize("indent", [0, 1])
 def test_an_array_followed_by_more_keeps_its_records_and_rejects_the_rest(tmp_path, after, indent):
-    """`[...]` then one more value (a record appended to an array file): the whole file was read as JSON
-    Lines, a reject per line (60,002 for 20,000 pretty-printed records), every record lost. Its records
-    are read now (a file planned for cutting too: the scan cannot follow it, so it is one unit), and
-    what follows is one malformed_json reject at the next row, naming the byte where the array closed. An
-    array on one line is JSON Lines' first record still (test_a_damaged_array_and_json_lines_...)."""
+    """`[...]` then bytes that are not JSON: the whole file was read as JSON Lines, a reject per line
+    (60,002 for 20,000 pretty-printed records), every record lost. Its records are read now (a file
+    planned for cutting too: the scan cannot follow it, so it is one unit), and what follows is one
+    malformed_json reject at the next row, naming the byte where the array closed. Values that follow
+    are records (test_json_values.py). An array of non-objects on one line is JSON Lines' first record
+    still (test_a_damaged_array_and_json_lines_...)."""
     records = RECORDS[:1500]
     array = json.dumps(records, indent=indent)
     path = tmp_path / "a.json"
