@@ -63,6 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import orjson
 
+from pipeline.readers import json_array
 from pipeline.readers.base import BOM, ScanMeter, read_ahead, scan_blocks
 
 __all__ = ["scan_cuts", "scan_stream_cuts", "CutShort", "field_start", "unit_bounds", "Segment", "SCAN_BLOCK", "PIECE_BYTES", "SEGMENT_BYTES"]
@@ -424,7 +425,11 @@ def _around_the_list(before: bytes, after: bytes, field: str) -> str:
         node = orjson.loads(doc)
         json.loads(doc, object_pairs_hook=_unique_keys)
     except (orjson.JSONDecodeError, ValueError) as e:
-        return f"the bytes around the list {field!r} do not make one JSON object ({e})"
+        # a member beside the list nested deeper than orjson reads (1,024 levels): read member by member,
+        # as a whole read does (before, such a file was read whole: one worker, ~5x its size in memory)
+        node = json_array.holder_past_deep_members(doc, field) if json_array.too_deep(e) else None
+        if node is None:
+            return f"the bytes around the list {field!r} do not make one JSON object ({e})"
     for part in field.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return "" if node == [] else f"the list found is not the one under {field!r}"
