@@ -16,6 +16,17 @@ in 0.30 s instead of 0.10 s on the 2-core VM; a sound file's spooling is unchang
 
 Corruption, unlike a cut, may be noticed only after some wrong bytes came out (gzip checks its CRC at
 a member's end): those reach the windows as they always did from the fast readers' earlier steps.
+
+Why the unit that meets the damage still fails whole (under `on_bad_record: skip` too), where `gzip -d`
+keeps what decoded before it: its documents before the damage would be the same for any worker count
+(unit bounds are the plan's), but (1) the fix the error names is to replace the file, and a resumed run
+then redoes the failed unit whole: had its first documents been kept and the unit journaled, the
+repaired file's later documents of that unit would never be read, and not journaled they would be
+written twice, so a resume would differ from a fresh run on the repaired file; (2) corruption is
+proven only by a member's CRC at its end, so the damaged member's bytes before the error are not known
+good, and a line running across into it is cut short (a shorter document, silently, in text per line).
+Keeping the earlier members' documents needs the journal to record a partly done unit: not a reader's
+change.
 """
 
 from __future__ import annotations
