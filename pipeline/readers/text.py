@@ -215,6 +215,8 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
         if pos is None or 0 <= unit.end <= pos:
             groups = iter(())
         groups = without_bom(groups, pos == 0, source.max_record_bytes)
+        if per_line:
+            groups = _noting_lone_crs(groups, unit.path, bad)
 
         def fast(pieces: list) -> list[str] | None:
             return _plain_lines(pieces, limit) if per_line else None
@@ -223,6 +225,23 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
             _one_by_one(offsets, pieces, before if count else None, per_line, source, batcher, bad)
 
         yield from batches_by_group(groups, batcher, meter, fast, slow)
+
+
+def _noting_lone_crs(groups, path: str, bad: BadRecords):
+    """`groups` as they are; a notice when the unit's first read block has a line holding two carriage
+    returns or more (after its CRLF's): a file whose lines end in a lone CR (classic Mac, some exports)
+    was one document per file, 3,000 lines one document of 199,144 tokens, with no word. One look per
+    unit (C-level count()s over its first block's lines, ~1 ms for 16 MiB units)."""
+    first = True
+    for offsets, lines in groups:
+        if first:
+            first = False
+            crs = max((bytes(line).rstrip(b"\r").count(b"\r") for line in lines), default=0)
+            if crs >= 2:
+                bad.notice("lone_cr", f"{path}: a line holds {crs:,} carriage returns (\\r) not followed by a newline, so "
+                           "the lines of a file that ends them so (classic Mac, some exports) are one document; "
+                           "if so, convert its line endings (tr '\\r' '\\n' < in > out)")
+        yield offsets, lines
 
 
 def _plain_lines(lines: list, limit: float) -> list[str] | None:

@@ -946,3 +946,23 @@ def test_a_small_files_notice_reaches_the_runs_notes(tmp_path):
     at = (d / "s1.tsv").read_bytes().index(b'," she') + 1  # the closing quote, followed by a space
     assert [n.split(" (line")[0] for n in result.notes if "source.quoting: none" in n] == [
         f"{d / 's1.tsv'}: the quote at byte {at} is inside a field, not at its start or end"]
+
+
+def test_a_text_file_whose_lines_end_in_a_lone_cr_gets_a_note(tmp_path):
+    """Per-line text whose lines end in "\\r" alone (classic Mac, some exports) was one document per file,
+    with no word (3,000 lines: 1 document); a note now names the lone carriage returns and the fix. A
+    CRLF file, whose lines end in "\\r\\n", gets none."""
+    lines = [f"line number {i} of the file" for i in range(300)]
+    for name, ending, notes_it in (("mac.txt", "\r", True), ("dos.txt", "\r\n", False)):
+        p = tmp_path / name
+        p.write_bytes(ending.join(lines).encode() + ending.encode())
+        recipe = Recipe.from_dict({"name": "t", "source": {"path": str(p), "format": "text", "doc_separator": "\n"},
+                                   "tokenizer": {"path": str(DEMO_TOKENIZER)},
+                                   "output": {"dir": str(tmp_path / "out" / name), "val_fraction": 0.0}})
+        result = tokenize(recipe, show_progress=False)
+        noted = [n for n in result.notes if "carriage returns (\\r) not followed by a newline" in n]
+        assert bool(noted) == notes_it, result.notes
+        docs = read_manifest(tmp_path / "out" / name).splits["train"].num_docs
+        assert docs == (1 if notes_it else 300)
+        if notes_it:
+            assert noted[0].startswith(f"{p}: a line holds 299 carriage returns") and "tr '\\r' '\\n'" in noted[0]
