@@ -69,10 +69,10 @@ def _open_arrow(files: tuple[str, ...]):
 
 def _saved_arrow(source: SourceConfig):
     """(Arrow files, their table) of a local save_to_disk directory (the split's, for a DatasetDict),
-    read as load_from_disk reads them; None when `datasets` must load it (not local, a split slice,
-    a state.json this does not know)."""
+    read as load_from_disk reads them; None when `datasets` must load it (not local, a split slice or
+    a union such as train+test: hf._split_of, a state.json this does not know)."""
     split = source.split or "train"
-    if not is_local_saved_dataset(source.path) or "[" in split:
+    if not is_local_saved_dataset(source.path) or "[" in split or "+" in split:  # a slice or a union of splits
         return None
     root = Path(local_path(source.path)).expanduser()
     try:

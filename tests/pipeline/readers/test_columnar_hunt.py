@@ -101,7 +101,9 @@ def test_a_slice_of_a_saved_dataset_dicts_split_is_read(tmp_path):
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts}),
                           "test": datasets.Dataset.from_dict({"text": ["t0", "t1"]})}
                          ).save_to_disk(str(tmp_path / "saved"), num_shards={"train": 2, "test": 1})
-    for split, want in (("train[:10%]", texts[:5]), ("train[-3:]+test", texts[-3:] + ["t0", "t1"])):
+    # a union of whole splits (train+test) was refused as "not a split" too
+    for split, want in (("train[:10%]", texts[:5]), ("train[-3:]+test", texts[-3:] + ["t0", "t1"]),
+                        ("train+test", texts + ["t0", "t1"])):
         hf_reader._CACHE.clear()
         source = SourceConfig(path=str(tmp_path / "saved"), format="hf", split=split)
         units, got, positions, bad = readerkit.read_all(hf_reader, source, [source.path])
