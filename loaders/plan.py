@@ -166,17 +166,30 @@ class LoaderConfig:
         return d
 
 
+def _empty_split_fix(shards, split: str) -> str:
+    """'; ...' naming what fills an empty split: the splits that hold documents, and for the validation
+    split the val_fraction it was made with (a small corpus at 0.0005 gets no document there)."""
+    others = [name for name, info in shards.manifest.splits.items() if name != split and info.num_docs]
+    fix = f"; read split={others[0]!r}" if others else ""
+    fraction = (shards.manifest.recipe.get("output") or {}).get("val_fraction") if isinstance(
+        shards.manifest.recipe, dict) else None
+    if split == "val" and isinstance(fraction, (int, float)):
+        fix += (f"{' or' if fix else ';'} re-tokenize with a larger output.val_fraction (it was {fraction}: "
+                "each document goes to val with that chance)")
+    return fix
+
+
 class Source:
     """One dataset of the mix and its sample space for the configured mode; heavy arrays built lazily."""
 
     def __init__(self, shards: TokenShards, cfg: LoaderConfig, cache: ArrayCache):
         self.shards, self.cfg, self.cache = shards, cfg, cache
         self._memo: dict = {}  # arrays already opened in this process (hashing a cache key costs ~30 us)
+        if shards.num_docs == 0:  # before the windows check, which called it "0 tokens, fewer than seq_len + 1"
+            raise PrepError(f"{shards.root}: split {cfg.split!r} has no documents{_empty_split_fix(shards, cfg.split)}")
         if cfg.mode == "windows" and shards.num_tokens < cfg.seq_len + 1:
             raise PrepError(f"{shards.root}: split {cfg.split!r} has {shards.num_tokens} tokens, fewer than "
                             f"seq_len + 1 = {cfg.seq_len + 1}; lower seq_len or add data")
-        if shards.num_docs == 0:
-            raise PrepError(f"{shards.root}: split {cfg.split!r} has no documents")
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_memo": {}}  # a worker re-opens the arrays from the cache itself

@@ -181,3 +181,19 @@ def test_an_epoch_under_one_global_batch_names_what_to_change(small, kw, advice)
     with pytest.raises(PrepError) as e:
         next(iter(MemmapLoader(small, rank=0, **kw)))
     assert str(e.value).startswith("an epoch has ") and str(e.value).endswith(advice)
+
+
+@pytest.mark.parametrize("mode", ["windows", "packed"])
+def test_an_empty_val_split_names_the_split_to_read_and_the_val_fraction(tmp_path, mode):
+    """A small corpus tokenized with val_fraction 0.0005 has a val split of no document: windows said
+    "0 tokens, fewer than seq_len + 1; lower seq_len or add data", packed "has no documents", neither
+    with a fix. Both now name the split that holds documents and the fraction the val split was made with."""
+    import json
+    root = make_dataset(tmp_path / "d", [30, 40, 50], extra_splits={"val": []})
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["recipe"] = {"output": {"val_fraction": 0.0005}}
+    (root / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
+    with pytest.raises(PrepError) as e:
+        MemmapLoader(root, split="val", batch_size=1, seq_len=16, mode=mode, cache_dir=False)
+    assert str(e.value) == (f"{root}: split 'val' has no documents; read split='train' or re-tokenize with a larger "
+                            "output.val_fraction (it was 0.0005: each document goes to val with that chance)")
