@@ -134,20 +134,22 @@ def _each_once(files: list[str], path) -> list[str]:
     return kept
 
 
+# credentials before a URL's host: `user:password@` (the password may hold "/" or "@": AWS secret keys
+# hold "/", so the host is not where urlsplit ends the authority) or a bare `token@`; a "@" after the first
+# path segment's "/" with no ":" before it is a path's (hf://datasets/org/name@revision/...)
+_CREDENTIALS = re.compile(r"^[A-Za-z][\w+.-]*://(?:[^/?#@]*:[^?#]*|[^/?#@:]+)@")
+
+
 def refuse_url_credentials(url: str, field: str) -> None:
     """A URL with credentials in it (`https://user:token@host/...`, `s3://key:secret@bucket/...`) is
     refused before anything reads it: the path is the recipe's, written as given into the manifest, the
     plan and every message naming the file (a password was in manifest.json and in each error). The
-    message shows the URL with its credentials masked."""
-    from urllib.parse import urlsplit
-    try:
-        netloc = urlsplit(url).netloc
-    except ValueError:  # not a URL fsspec can read either: its own open says so
-        return
-    if "@" not in netloc:
+    message shows the URL with all up to its last "@" masked (a path's "@" after it masks more, never less)."""
+    if not _CREDENTIALS.match(url):
         return
     scheme, _, rest = url.partition("://")
-    masked = f"{scheme}://***@{rest.split('@', 1)[1]}" if "@" in rest.split("/", 1)[0] else url
+    head = re.split(r"[?#]", rest, maxsplit=1)[0]
+    masked = f"{scheme}://***@{rest[head.rindex('@') + 1:]}"
     raise PrepError(f"{field}: {masked} holds credentials (user:password@ before its host, masked here), which would "
                     "be written into the manifest and messages; give the URL without them and pass them in "
                     f"{field.split('.')[0]}.storage_options (s3: key, secret; http(s): headers: {{Authorization: "
