@@ -53,6 +53,17 @@ def test_a_bad_line_after_an_array_on_one_line_is_its_own_reject(tmp_path):
     assert [(r["row"], r["reason"]) for r in bad] == [(4, "malformed_json"), (6, "missing_field")]
 
 
+def test_every_line_that_is_an_array_of_records_after_one_gives_its_records(tmp_path):
+    """A line `[{...}, {...}]` after an array on one line gave its records before the first bad line and
+    was one missing_field reject after it (review): its documents lost by where the bad line was."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('[{"text": "a"}, {"text": "b"}]\n[{"text": "c"}]\nnot json\n[{"text": "e"}, {"text": "f"}]\n'
+                    '{"text": "g"}\n')
+    _, texts, positions, bad = read_all(SourceConfig(path=str(path)))
+    assert texts == ["a", "b", "c", "e", "f", "g"] and positions == [0, 1, 2, 4, 5, 6]
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json")]
+
+
 @pytest.mark.parametrize("layout", ["array", "jq objects", "records_field"])
 def test_a_nesting_reject_names_the_line_of_the_file(tmp_path, layout):
     """orjson's "line 1 column 1,045" counted inside the deep record, whichever line of the file it was
