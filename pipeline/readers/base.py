@@ -325,9 +325,9 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
         if is_url(path):
             import fsspec
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-            from pipeline.readers.url_reads import stamp_of
+            from pipeline.readers.url_reads import size_of, stamp_of
             info = fs.info(p)
-            return int(info["size"]), stamp_of(info)
+            return size_of(path, fs, p, info), stamp_of(info)
         st = os.stat(local_path(path))
         return st.st_size, st.st_mtime_ns
     except FileNotFoundError:
@@ -575,6 +575,9 @@ def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
         import fsspec
         try:
             with fsspec.open(path, "rb", block_size=1, **(storage_options or {})).open() as f:
+                if f.size is None:  # no declared size (url_reads.size_of): fsspec opened a stream, no ranges
+                    _RANGES[path] = False
+                    return False
                 f.seek(1)
                 f.read(1)
             _RANGES[path] = True

@@ -17,6 +17,12 @@ one open s3fs sends If-Match with the ETag it opened, and its 412 is named so to
 A read that fails for any reason but the object's absence (a network drop, a timeout, the endpoint
 gone: botocore's and aiohttp's own exceptions, which no reader caught) is an InputUnreachable naming
 the URL: one line, and the run stops with its finished units kept, under on_bad_record: skip too.
+
+An http(s) server that declares no size (no Content-Length: a chunked or close-delimited body; or a
+Content-Encoding such as gzip, whose Content-Length is the encoded body's) gave fsspec's info() a size
+of None, and the plan stopped with "cannot read URL (TypeError: int() argument ... 'NoneType')". Its
+size is now counted from one read of its body (size_of), and it is read as one stream (fsspec opens
+it so: it cannot fetch a range of a body it cannot size), decoded by aiohttp once.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import io
 
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
 
-__all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "stamp_of", "InputChanged"]
+__all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "stamp_of", "InputChanged",
+           "size_of"]
 
 # bytes per request while a read is before `ahead_to` (or there is none): S3 answers a request in
 # ~10-50 ms, so 4 MiB keeps one worker's stream at tens of MB/s, above what it tokenizes per core
@@ -56,6 +63,19 @@ def stamp_of(info: dict) -> str | None:
     return None if stamp is None else str(stamp)
 
 
+def size_of(path: str, fs, p: str, info: dict) -> int:
+    """The size of `path` (fsspec's `fs`, its path `p`, its `info()`): the one info() gives, else, for a
+    server that declares none, its body counted as it comes (one more fetch of it, at plan time only:
+    planning needs the size, and nothing else tells it)."""
+    if info.get("size") is not None:
+        return int(info["size"])
+    n = 0
+    with fs.open(p, "rb", block_size=0) as f:  # a stream: fsspec's own for a body of no declared size
+        while chunk := f.read(1 << 20):
+            n += len(chunk)
+    return n
+
+
 def expecting(inputs: dict[str, list]) -> None:
     """From now on, opens of these URLs ({url: [size, stamp]}) check the object is still that one."""
     _expected.clear()
@@ -77,8 +97,8 @@ def check_unchanged(path: str, info: dict) -> None:
     planned = _expected.get(path)
     if planned is None:
         return
-    size, stamp = int(info.get("size") if info.get("size") is not None else -1), stamp_of(info)
-    if size != planned[0]:
+    size, stamp = info.get("size"), stamp_of(info)
+    if size is not None and int(size) != planned[0]:  # None: a server that declares no size (size_of)
         raise changed(path, f"{planned[0]:,} bytes then, {size:,} now")
     if planned[1] is not None and stamp is not None and stamp != planned[1]:
         raise changed(path, f"version {planned[1]} then, {stamp} now")

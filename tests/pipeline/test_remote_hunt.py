@@ -12,12 +12,13 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipeline.executor import tokenize
 from pipeline.readers import base, plan_units
 from pipeline.recipe import Recipe
-from tests.conftest import DEMO_TOKENIZER, demo_texts
+from tests.conftest import DEMO_TOKENIZER, demo_texts, read_split
 
 
 class _CountingRangeHandler(SimpleHTTPRequestHandler):
@@ -147,3 +148,65 @@ def test_a_url_with_credentials_is_refused_with_them_masked(tmp_path, serve):
     with pytest.raises(PrepError, match=r"^output\.dir: memory://\*\*\*@bucket/ds holds credentials") as e:
         tokenize_to_url(out, out.output.dir, show_progress=False)
     assert "S3CRET" not in str(e.value)
+
+
+class _UnsizedHandler(SimpleHTTPRequestHandler):
+    """A server that declares no size: its GET body is chunked (Transfer-Encoding), or with `encoded`
+    gzip-encoded (Content-Encoding: gzip, as for an object stored with that header: its Content-Length
+    is the encoded body's, which fsspec does not take for the size). No ranges."""
+    protocol_version = "HTTP/1.1"
+    encoded = False
+
+    def send_head(self):
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            return super().send_head()
+        data = path.read_bytes()
+        self.send_response(200)
+        if self.encoded:
+            import gzip
+            data = gzip.compress(data)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        return io.BytesIO(data)
+
+    def copyfile(self, source, outputfile):
+        data = source.read()
+        if self.encoded:
+            outputfile.write(data)
+            return
+        for i in range(0, len(data), 7_000):
+            outputfile.write(b"%x\r\n%s\r\n" % (len(data[i:i + 7_000]), data[i:i + 7_000]))
+        outputfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
+
+
+class _GzipEncodedHandler(_UnsizedHandler):
+    encoded = True
+
+
+@pytest.mark.parametrize("handler", [_UnsizedHandler, _GzipEncodedHandler], ids=["chunked", "gzip-encoded"])
+@pytest.mark.parametrize("name", ["d.jsonl", "d.jsonl.gz", "d.csv"])
+def test_a_server_that_declares_no_size_gives_the_local_files_dataset(tmp_path, serve, handler, name):
+    """A body of no declared size (chunked, or gzip Content-Encoding) stopped the plan with "cannot read
+    URL (TypeError: int() argument ... 'NoneType')". Now its size is counted from one read, it is read as
+    one stream, and a gzip-encoded body is decoded once (a .gz under it: once by the server's encoding,
+    once as the file's own): its documents are the local file's (one unit, not the local file's ranges)."""
+    import gzip
+    www, start = serve
+    if name == "d.csv":
+        _csv_corpus(www / name)
+    else:
+        body = "".join(json.dumps({"text": t}) + "\n" for t in demo_texts(300) if t).encode()
+        (www / name).write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
+    server = start(handler)
+    local = tokenize(_recipe(tmp_path, str(www / name), "local"), show_progress=False)
+    remote = tokenize(_recipe(tmp_path, f"{server.url}/{name}", "remote"), show_progress=False)
+    for split in ("train", "val"):
+        want, got = read_split(local.out, split), read_split(remote.out, split)
+        assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want)), split
