@@ -109,10 +109,17 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
         raise PrepError(f"output.dir: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
     log = _load_log(local / ".prep" / UPLOAD_LOG, url)
-    foreign = sorted(rel for rel in (p[len(root):].lstrip("/") for p in found) if rel not in log["files"])
+    foreign = sorted(rel for rel in _listed(found, root) if rel not in log["files"])
     if foreign:
         raise foreign_output(url, f"{len(foreign)} file(s) that prep did not upload from {local}, such as "
                              f"{foreign[0]!r}", overwrite, run_state="record of an upload")
+
+
+def _listed(found: list[str], root: str) -> list[str]:
+    """The files of `fs.find(root)`, relative to root, without folder markers: the 0-byte keys ending in
+    "/" that the S3 console's "Create folder" (and other tools) make, which s3fs lists as `bkt/ds/`. An
+    empty prefix made so was refused as holding a file prep did not upload, "such as ''"."""
+    return [rel for path in found if not path.endswith("/") and (rel := path[len(root):].lstrip("/"))]
 
 
 def _refuse_replacing_inputs(fs, root: str, url: str, paths: list[str]) -> None:
@@ -197,8 +204,8 @@ def _unfinish(fs, root: str, log: dict, log_path: Path) -> None:
     manifest = f"{root}/{MANIFEST_NAME}"
     if not fs.exists(manifest):
         return
-    for path in fs.find(root):
-        log["files"].setdefault(path[len(root):].lstrip("/"), "replaced")
+    for rel in _listed(fs.find(root), root):
+        log["files"].setdefault(rel, "replaced")
     _save(log_path, log)
     fs.rm_file(manifest)
 

@@ -321,6 +321,28 @@ def test_a_bucket_root_is_an_output(tmp_path, s3):
     assert fs.cat_file("prep-root/theirs.txt") == b"x"
 
 
+def test_a_prefix_holding_only_folder_markers_is_an_empty_output(tmp_path, s3):
+    """The S3 console's "Create folder" makes a 0-byte key `ds/` (s3fs lists it as `bkt/ds/`): the prefix
+    was refused as "not a prep output (it holds 1 file(s) that prep did not upload ..., such as '')".
+    A folder marker is no file: the dataset is uploaded there; another file beside it is still refused."""
+    from pipeline.errors import PrepError
+    fs, options = s3
+    for key in ("marked/", "marked/ds/", "marked/ds/train/"):
+        fs.pipe_file(f"prep-test/{key}", b"")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(100) if t))
+    r = recipe([{"path": str(corpus)}], "s3://prep-test/marked/ds", options, local_dir=str(tmp_path / "stage"))
+    result = tokenize(r, show_progress=False)
+    assert fs.cat_file("prep-test/marked/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
+    assert local_tree(tmp_path / "stage").keys() <= {p[len("prep-test/marked/ds/"):] for p in fs.find("prep-test/marked/ds")}
+    assert result.manifest.splits["train"].shards
+    fs.pipe_file("prep-test/marked/other/", b"")
+    fs.pipe_file("prep-test/marked/other/theirs.txt", b"x")
+    r2 = recipe([{"path": str(corpus)}], "s3://prep-test/marked/other", options, local_dir=str(tmp_path / "stage2"))
+    with pytest.raises(PrepError, match=r"s3://prep-test/marked/other: exists, is not empty .* such as 'theirs.txt'\)"):
+        tokenize(r2, show_progress=False)
+
+
 def test_saved_hf_dataset_on_s3(tmp_path, s3):
     import datasets
 
