@@ -514,10 +514,10 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
     if is_url(path):
         import fsspec
         if not serves_ranges(path, storage_options):  # read it as one stream from its start
-            from pipeline.readers.url_reads import check_unchanged, expects
+            from pipeline.readers.url_reads import checked_info, expects
             if expects(path):  # in a run: the object its plan saw (url_reads.check_unchanged)
                 fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-                check_unchanged(path, fs.info(p))
+                checked_info(path, fs, p)
             body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
             return io.BufferedReader(_OneStream(body, path), buffer_size=1 << 20)  # peek() for the readers' looks
         from pipeline.readers.url_reads import open_url

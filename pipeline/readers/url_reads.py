@@ -18,6 +18,11 @@ A read that fails for any reason but the object's absence (a network drop, a tim
 gone: botocore's and aiohttp's own exceptions, which no reader caught) is an InputUnreachable naming
 the URL: one line, and the run stops with its finished units kept, under on_bad_record: skip too.
 
+An object deleted (404) after the plan listed it failed its units under `on_bad_record: skip` (the
+default), "cannot open it (FileNotFoundError)", and the run finished without its documents, a re-run
+calling the dataset complete. While a run goes it is an InputChanged too (gone): the run stops naming
+it, its finished units kept, and once it is back a re-run resumes.
+
 An http(s) server that declares no size (no Content-Length: a chunked or close-delimited body; or a
 Content-Encoding such as gzip, whose Content-Length is the encoded body's) gave fsspec's info() a size
 of None, and the plan stopped with "cannot read URL (TypeError: int() argument ... 'NoneType')". Its
@@ -31,8 +36,8 @@ import io
 
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
 
-__all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "stamp_of", "InputChanged",
-           "size_of"]
+__all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "checked_info", "stamp_of",
+           "InputChanged", "size_of"]
 
 # bytes per request while a read is before `ahead_to` (or there is none): S3 answers a request in
 # ~10-50 ms, so 4 MiB keeps one worker's stream at tens of MB/s, above what it tokenizes per core
@@ -104,6 +109,22 @@ def check_unchanged(path: str, info: dict) -> None:
         raise changed(path, f"version {planned[1]} then, {stamp} now")
 
 
+def gone(path: str, error: BaseException) -> InputChanged:
+    return InputChanged(f"{path}: gone since this run planned it ({type(error).__name__}: {error}); put it back and "
+                        f"{RESUME_FIX} (finished units are kept)")
+
+
+def checked_info(path: str, fs, p: str) -> dict:
+    """`fs.info(p)` of a URL the run planned, checked against the plan (check_unchanged); a missing
+    object is `gone`, not a file that cannot be opened (which under skip failed its units)."""
+    try:
+        info = fs.info(p)
+    except FileNotFoundError as e:
+        raise gone(path, e) from None
+    check_unchanged(path, info)
+    return info
+
+
 def _precondition_failed(e: BaseException) -> bool:
     """s3fs's answer to a read whose If-Match ETag the object no longer has (it was replaced while open)."""
     return (type(e).__name__ == "FileExpired"  # s3fs.utils's, with local_expiry_check
@@ -125,12 +146,20 @@ def open_url(path: str, storage_options: dict | None, ahead_to: int | None):
     from fsspec.spec import AbstractBufferedFile
     try:
         fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        f = fs.open(p, "rb", cache_type="none")  # every read() of it is one request of what it asks
+        try:
+            f = fs.open(p, "rb", cache_type="none")  # every read() of it is one request of what it asks
+        except FileNotFoundError as e:
+            if path in _expected:
+                raise gone(path, e) from None
+            raise
         if path in _expected:
             # s3fs's file holds the HEAD it opened with (and reads with If-Match on its ETag); http's
             # and memory's hold no stamp: one info() more per unit
             info = getattr(f, "details", None) or {}
-            check_unchanged(path, info if stamp_of(info) is not None else fs.info(p))
+            if stamp_of(info) is None:
+                checked_info(path, fs, p)
+            else:
+                check_unchanged(path, info)
     except (OSError, PrepError):  # missing, forbidden: base.unreadable names it
         raise
     except Exception as e:
@@ -204,7 +233,11 @@ class _Fetches(io.RawIOBase):
         try:
             self._f.seek(self._pos)
             return self._f.read(n)
-        except (FileNotFoundError, PrepError):  # gone since it was opened: base.unreadable names it
+        except FileNotFoundError as e:  # deleted since it was opened
+            if self._path in _expected:
+                raise gone(self._path, e) from None
+            raise
+        except PrepError:
             raise
         except Exception as e:
             raise unreachable(self._path, e, self._pos) from None

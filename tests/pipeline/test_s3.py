@@ -754,3 +754,39 @@ def test_an_object_replaced_after_the_plan_stops_the_run_naming_it(tmp_path, s3,
     (tmp_path / f"new.{fmt}").write_bytes(new)
     local = tokenize(recipe([{"path": str(tmp_path / f"new.{fmt}")}], str(tmp_path / "here")), show_progress=False)
     assert local_tree(again.out) == local_tree(local.out) and again.manifest.splits == local.manifest.splits
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_object_deleted_after_the_plan_stops_the_run_and_a_re_run_resumes(tmp_path, s3, monkeypatch, workers):
+    """One object of a glob deleted (404) after the plan listed it failed its units under the default
+    `on_bad_record: skip` ("cannot open it (FileNotFoundError ...)"), and the run finished without its
+    documents: a re-run called it complete. Now the run stops naming the object, its finished units
+    kept; once the object is back, a re-run resumes to the dataset of a run that was never stopped."""
+    from pipeline import input_changes
+    from pipeline.errors import InputUnreachable  # url_reads.InputChanged's kind: it stops the run under skip
+    fs, options = s3
+    texts = [t for t in demo_texts(900) if t]
+    bodies = {f"prep-test/gone-{workers}/p{i}.jsonl": "".join(json.dumps({"text": t}) + "\n" for t in texts[i::3]).encode()
+              for i in range(3)}
+    for key, body in bodies.items():
+        fs.pipe(key, body)
+    deleted = f"prep-test/gone-{workers}/p1.jsonl"
+    real = input_changes.describe
+
+    def deleted_after_the_plan(*a, **k):
+        monkeypatch.setattr(input_changes, "describe", real)
+        fs.rm_file(deleted)
+        return real(*a, **k)
+    monkeypatch.setattr(input_changes, "describe", deleted_after_the_plan)
+    r = recipe([{"path": f"s3://prep-test/gone-{workers}/p*.jsonl", "storage_options": options}], str(tmp_path / "out"),
+               workers=workers)
+    with pytest.raises(InputUnreachable, match=rf"^s3://{deleted}: gone since this run planned it \(FileNotFoundError: "
+                                               r".*\); put it back and re-run to resume \(finished units are kept\)$"):
+        tokenize(r, show_progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    fs.pipe(deleted, bodies[deleted])
+    resumed = tokenize(r, show_progress=False)
+    assert not resumed.manifest.failed_units and not resumed.already_complete
+    whole = tokenize(recipe([{"path": f"s3://prep-test/gone-{workers}/p*.jsonl", "storage_options": options}],
+                            str(tmp_path / "whole"), workers=workers), show_progress=False)
+    assert local_tree(resumed.out) == local_tree(whole.out) and resumed.manifest.splits == whole.manifest.splits
