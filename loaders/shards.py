@@ -29,7 +29,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.dataset_path import FILE, FOLDER, MANIFEST, UNFINISHED, not_a_dataset, unfinished_message
+from pipeline.dataset_path import (
+    FILE,
+    FOLDER,
+    MANIFEST,
+    UNFINISHED,
+    URL,
+    not_a_dataset,
+    unfinished_message,
+    url_message,
+)
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, idx_bytes, read_idx, read_idx_header, read_manifest, shard_paths
 
@@ -85,6 +94,8 @@ def _check_root(root: Path) -> None:
         raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {ds}: pass {ds}{split}")
     if case.kind == UNFINISHED:
         raise PrepError(unfinished_message(root, "build the loader again"))
+    if case.kind == URL:
+        raise PrepError(url_message(case, "the loader"))
     what = "a file, not a directory" if case.kind == FILE else "no such directory"
     raise PrepError(f"{root}: {what}; pass the directory `prep tokenize` wrote (the one holding {MANIFEST_NAME})")
 

@@ -3,7 +3,7 @@
 Users hand `prep verify` / `inspect` / `bench-loader` and `MemmapLoader` the manifest.json itself, a
 split folder (DIR/train: Megatron-style prefixes point into one), a shard file, the output of a
 `prep tokenize` run before its manifest is written (last), or a path that does not exist. The cases
-are told apart once, here; each caller words the fix in its own terms (the loader names `split=`, the
+are told apart once, here (and a URL: s3://bkt/ds, which Path made "s3:/bkt/ds, no such directory"); each caller words the fix in its own terms (the loader names `split=`, the
 CLI names its command), since one sentence cannot fit both. A run not finished yet is the exception:
 its sentence is built here (unfinished_message), and the caller supplies only its last step. No torch
 here: `pipeline` stays torch-free.
@@ -12,19 +12,24 @@ here: `pipeline` stays torch-free.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.manifest import MANIFEST_NAME
 
-__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "NotADataset", "not_a_dataset",
-           "unfinished_message"]
+__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "URL", "NotADataset", "not_a_dataset",
+           "unfinished_message", "url_message"]
 
 MANIFEST = "manifest"  # DIR/manifest.json itself
 FILE = "file"  # any other file: a shard (DIR/train/x.bin), a file beside the manifest, or one elsewhere
 FOLDER = "folder"  # a directory inside a dataset: a split folder (DIR/train), or DIR/.prep
 UNFINISHED = "unfinished"  # no manifest yet, but a `prep tokenize` run's state (DIR/.prep/): writing, or stopped
 MISSING = "missing"  # nothing at the path
+URL = "url"  # an fsspec URL (an output.dir of `prep tokenize` that uploaded there): readers read local files
+
+# what Path() leaves of a URL ("s3://bkt/ds" -> "s3:/bkt/ds"; "https://h/ds" -> "https:/h/ds")
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/+(.*)$")  # 2+ letters: not a drive (C:/data)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,10 @@ def _is_dataset(path: Path) -> bool:
 def not_a_dataset(root: str | Path) -> NotADataset | None:
     """The case `root` is, or None for a directory holding manifest.json (read_manifest judges that one)
     and for a directory with no sign of a dataset or a run in or around it (the caller's own message)."""
+    url = _URL.match(str(root))
     root = Path(root)
+    if url and not root.exists():  # a local folder named "s3:" stays a path
+        return NotADataset(URL, root)
     if root.is_file():
         if root.name == MANIFEST_NAME:
             return NotADataset(MANIFEST, root, root.parent)
@@ -80,3 +88,12 @@ def unfinished_message(root: str | Path, then: str) -> str:
     return (f"{root}: no {MANIFEST_NAME} yet: a `prep tokenize` run is writing this dataset or stopped before "
             f"finishing it ({root / '.prep'} holds its state); wait for it to end, or re-run the same "
             f"`prep tokenize` command to finish it, then {then}")
+
+
+def url_message(case: NotADataset, reader: str) -> str:
+    """The URL case in one sentence, shared by the loader and `verify_dataset` (the CLI refuses a URL
+    argument before, in its own words); `reader` names what reads local files only."""
+    url = _URL.sub(r"\1://\2", str(case.path))
+    return (f"{url}: a URL; {reader} reads a local directory: give it the `prep tokenize` run's staging "
+            "copy (output.local_dir, by default under ~/.cache/prep/staging/; the run names it in its last note), "
+            "or a downloaded copy of the dataset (manifest.json and its split folders)")

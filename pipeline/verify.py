@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.dataset_path import FILE, MANIFEST, MISSING, UNFINISHED, not_a_dataset
+from pipeline.dataset_path import FILE, MANIFEST, MISSING, UNFINISHED, URL, not_a_dataset, url_message
 from pipeline.errors import PrepError
 from pipeline.manifest import (
     IDX_HEADER_BYTES,
@@ -180,6 +180,8 @@ def refuse_non_dataset(root: Path, command: str) -> None:
     case = not_a_dataset(root)
     if case is None or case.kind == UNFINISHED:
         return
+    if case.kind == URL:
+        raise PrepError(url_message(case, f"`prep {command}`"))
     instead = f": prep {command} {case.dataset}" if case.dataset is not None else ""
     if case.kind == MANIFEST:
         raise PrepError(f"{root}: the dataset's manifest; give `prep {command}` the directory that holds "
