@@ -187,6 +187,7 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
     """A URL without glob characters as is (checked when opened), or, one ending in "/", the files
     under that prefix of the source's format (as for a local directory); a glob listed through fsspec."""
     refuse_url_credentials(url, "source.path")
+    from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
     if url.endswith("/") and not any(c in url.split("://", 1)[1] for c in "*?["):
         return _url_dir_files(url, storage_options, source.resolved_format())
     if not any(c in url.split("://", 1)[1] for c in "*?["):

@@ -34,6 +34,7 @@ import numpy as np
 
 from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError
+from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
 from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 

@@ -23,6 +23,11 @@ default), "cannot open it (FileNotFoundError)", and the run finished without its
 calling the dataset complete. While a run goes it is an InputChanged too (gone): the run stops naming
 it, its finished units kept, and once it is back a re-run resumes.
 
+An http(s) server that stalls (sends no byte) stops the run after STALL_SECONDS, naming the URL.
+aiohttp's default limit was 300 s on each whole request, body included: a stalled server held the
+plan 5 minutes on a look it then took for "not a JSON array" (and the unit 5 more), and a file read
+whole as one stream (a server without ranges) failed after 5 minutes however fast its bytes came.
+
 An http(s) server that declares no size (no Content-Length: a chunked or close-delimited body; or a
 Content-Encoding such as gzip, whose Content-Length is the encoded body's) gave fsspec's info() a size
 of None, and the plan stopped with "cannot read URL (TypeError: int() argument ... 'NoneType')". Its
@@ -44,6 +49,33 @@ __all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged",
 REQUEST_BYTES = 4 << 20
 # the first read past `ahead_to`: the rest of the record that crosses a unit's end (_StopsAt)
 PAST_END_BYTES = 64 << 10
+
+
+# seconds without a byte from an http(s) server before its read fails as stalled: botocore's read
+# timeout on S3 (60 s) too; a connection gets aiohttp's own 30 s. No limit on a whole request: a file
+# read as one stream takes as long as its size needs
+STALL_SECONDS = 60
+
+
+async def _stall_client(**kwargs):
+    """fsspec's http(s) session (its get_client), with the STALL_SECONDS read timeout unless
+    storage_options' client_kwargs give a timeout of their own."""
+    import aiohttp
+    kwargs.setdefault("timeout", aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=STALL_SECONDS))
+    return aiohttp.ClientSession(**kwargs)
+
+
+def _install_stall_timeout() -> None:
+    """Every http(s) filesystem fsspec makes in this process gets _stall_client (fsspec.config's defaults
+    apply to each filesystem it makes, under the caller's own options: a get_client given there wins).
+    Run when this module is imported (by readers.base and source_files, before any URL is listed or
+    read, in the parent and in each worker)."""
+    import fsspec.config
+    for protocol in ("http", "https"):
+        fsspec.config.conf.setdefault(protocol, {}).setdefault("get_client", _stall_client)
+
+
+_install_stall_timeout()
 
 
 # what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
@@ -135,7 +167,10 @@ def unreachable(path: str, error: BaseException, at: int | None = None) -> Input
     if _precondition_failed(error):
         return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
-    return InputUnreachable(f"{path}: reading it failed{where} ({type(error).__name__}: {error}); check the "
+    what = f"{type(error).__name__}: {error}"
+    if isinstance(error, TimeoutError) and not str(error):  # fsspec's FSTimeoutError says nothing
+        what = f"no data for {STALL_SECONDS} s: the server stalled"
+    return InputUnreachable(f"{path}: reading it failed{where} ({what}); check the "
                             f"network, the endpoint and source.storage_options, then {RESUME_FIX} (finished units "
                             "are kept)")
 

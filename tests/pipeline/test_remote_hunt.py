@@ -210,3 +210,89 @@ def test_a_server_that_declares_no_size_gives_the_local_files_dataset(tmp_path, 
     for split in ("train", "val"):
         want, got = read_split(local.out, split), read_split(remote.out, split)
         assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want)), split
+
+
+class _StallingHandler(_CountingRangeHandler):
+    """Ranges, but a GET body of more than 16 bytes stops at its half and sends nothing more until the
+    server's `release` is set (the 1-byte range probe is answered)."""
+
+    def copyfile(self, source, outputfile):
+        data = source.read()
+        if self.command == "GET" and len(data) > 16:
+            outputfile.write(data[: len(data) // 2])
+            outputfile.flush()
+            self.server.release.wait(60)
+            return
+        outputfile.write(data)
+
+
+class _TricklingHandler(_UnsizedHandler):
+    """No ranges; the body in 8 pieces, 0.4 s apart (3.2 s in all), with its Content-Length."""
+    protocol_version = "HTTP/1.0"
+
+    def send_head(self):
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            return SimpleHTTPRequestHandler.send_head(self)
+        data = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        return io.BytesIO(data)
+
+    def copyfile(self, source, outputfile):
+        import time
+        data = source.read()
+        step = -(-len(data) // 8)
+        for i in range(0, len(data), step):
+            if self.command == "GET" and len(data) > 16:
+                time.sleep(0.4)
+            outputfile.write(data[i:i + step])
+            outputfile.flush()
+
+
+@pytest.fixture
+def short_http_limits(monkeypatch):
+    """aiohttp's default limit on a whole request (300 s, body included) made 2 s, and prep's stall
+    limit 1 s: the same race at a test's scale. Fresh http filesystems (fsspec caches them, and each
+    keeps its session)."""
+    import aiohttp
+    import fsspec.implementations.http as fsspec_http
+
+    from pipeline.readers import url_reads
+    monkeypatch.setattr(aiohttp.client, "DEFAULT_TIMEOUT", aiohttp.ClientTimeout(total=2, sock_connect=30))
+    monkeypatch.setattr(url_reads, "STALL_SECONDS", 1, raising=False)
+    fsspec_http.HTTPFileSystem.clear_instance_cache()
+    yield
+    fsspec_http.HTTPFileSystem.clear_instance_cache()
+
+
+def test_a_stalled_server_stops_the_run_naming_the_url_and_the_stall(tmp_path, serve, short_http_limits):
+    """A server that stops sending mid-body held the plan for aiohttp's 300 s (its look at the file's
+    start then taken for "not a JSON array"), then the unit 300 s more, which failed with
+    "(FSTimeoutError: )". Now a read that gets no byte for url_reads.STALL_SECONDS stops the run in one
+    line naming the URL and the stall."""
+    from pipeline.errors import InputUnreachable
+    www, start = serve
+    (www / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(300) if t))
+    server = start(_StallingHandler)
+    server.release = threading.Event()
+    try:
+        with pytest.raises(InputUnreachable) as e:
+            tokenize(_recipe(tmp_path, f"{server.url}/d.jsonl", "stall", workers=1), show_progress=False)
+    finally:
+        server.release.set()
+    assert str(e.value).startswith(f"{server.url}/d.jsonl: reading it failed"), str(e.value)
+    assert "(no data for 1 s: the server stalled); check the network" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_stream_longer_than_aiohttps_request_limit_is_read_whole(tmp_path, serve, short_http_limits):
+    """A file of a server without ranges is read as one stream: one request for all of it, which failed
+    (FSTimeoutError) once it took longer than aiohttp's 300 s, however fast its bytes came. Only a
+    stall (no byte for STALL_SECONDS) fails a read now."""
+    www, start = serve
+    texts = [t for t in demo_texts(300) if t]
+    (www / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    server = start(_TricklingHandler)
+    result = tokenize(_recipe(tmp_path, f"{server.url}/d.jsonl", "trickle", workers=1), show_progress=False)
+    assert sum(s.num_docs for s in result.manifest.splits.values()) == len(texts)
