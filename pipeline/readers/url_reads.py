@@ -163,13 +163,26 @@ def _precondition_failed(e: BaseException) -> bool:
             or "PreconditionFailed" in str(e) or "(412)" in str(e))
 
 
+def _timed_out(error: BaseException) -> bool:
+    """A read that timed out: fsspec's FSTimeoutError (it says nothing), or s3fs's IndexError ("tuple
+    index out of range": its _fetch_range reads args[0] of that empty error) raised while handling one."""
+    for _ in range(8):  # the chain of causes, not a cycle
+        if isinstance(error, TimeoutError):
+            return True
+        error = error.__cause__ or error.__context__
+        if error is None:
+            return False
+    return False
+
+
 def unreachable(path: str, error: BaseException, at: int | None = None) -> InputUnreachable:
     if _precondition_failed(error):
         return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
     what = f"{type(error).__name__}: {error}"
-    if isinstance(error, TimeoutError) and not str(error):  # fsspec's FSTimeoutError says nothing
-        what = f"no data for {STALL_SECONDS} s: the server stalled"
+    if _timed_out(error):
+        what = (f"no data for {STALL_SECONDS} s: the server stalled" if path.startswith(("http://", "https://"))
+                else "timed out waiting for data, retries included: the server stalled or the network dropped")
     return InputUnreachable(f"{path}: reading it failed{where} ({what}); check the "
                             f"network, the endpoint and source.storage_options, then {RESUME_FIX} (finished units "
                             "are kept)")

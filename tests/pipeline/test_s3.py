@@ -790,3 +790,76 @@ def test_an_object_deleted_after_the_plan_stops_the_run_and_a_re_run_resumes(tmp
     whole = tokenize(recipe([{"path": f"s3://prep-test/gone-{workers}/p*.jsonl", "storage_options": options}],
                             str(tmp_path / "whole"), workers=workers), show_progress=False)
     assert local_tree(resumed.out) == local_tree(whole.out) and resumed.manifest.splits == whole.manifest.splits
+
+
+class _StallingProxy:
+    """A TCP proxy on loopback in front of the S3 server: once `stall` is set, each answer stops after
+    its first 2,000 bytes and sends nothing more (until `release`)."""
+
+    def __init__(self, target: tuple[str, int]):
+        import socket
+        import threading
+        self.stall, self.release = threading.Event(), threading.Event()
+        self._target, self._listener = target, socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self.release.is_set():
+            try:
+                client = self._listener.accept()[0]
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target)
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
+
+    def _pipe(self, src, dst, answers: bool):
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if answers and self.stall.is_set() and sent > 2000:
+                    self.release.wait(60)
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        finally:
+            src.close()
+            dst.close()
+
+    def close(self):
+        self.release.set()
+        self._listener.close()
+
+
+def test_a_stalled_s3_read_stops_the_run_saying_it_timed_out(tmp_path, s3, monkeypatch):
+    """An S3 server that stops sending mid-body: after botocore's read timeout, s3fs's retries, then its
+    own IndexError ("tuple index out of range": it reads args[0] of fsspec's empty FSTimeoutError), the
+    run stopped with "(IndexError: tuple index out of range)". Now it says the read timed out."""
+    from pipeline import input_changes
+    from pipeline.errors import InputUnreachable
+    fs, options = s3
+    fs.pipe("prep-test/stall/d.jsonl", "".join(json.dumps({"text": t}) + "\n" for t in demo_texts(600) if t).encode())
+    host, port = options["endpoint_url"].rsplit("/", 1)[1].split(":")
+    proxy = _StallingProxy((host, int(port)))
+    slow = {**options, "endpoint_url": f"http://127.0.0.1:{proxy.port}",
+            "config_kwargs": {"read_timeout": 1, "retries": {"max_attempts": 1}}}  # 60 s by default
+    real = input_changes.describe
+
+    def stall_after_the_plan(*a, **k):
+        proxy.stall.set()
+        return real(*a, **k)
+    monkeypatch.setattr(input_changes, "describe", stall_after_the_plan)
+    try:
+        with pytest.raises(InputUnreachable) as e:
+            tokenize(recipe([{"path": "s3://prep-test/stall/d.jsonl", "storage_options": slow}], str(tmp_path / "out")),
+                     show_progress=False)
+    finally:
+        proxy.close()
+    assert str(e.value).startswith("s3://prep-test/stall/d.jsonl: reading it failed at byte "), str(e.value)
+    assert "(timed out waiting for data, retries included: the server stalled or the network dropped); check the " \
+           "network" in str(e.value)
