@@ -108,6 +108,9 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
     except Exception as e:  # credentials, endpoint, missing bucket
         raise PrepError(f"output.dir: cannot list {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
+    if root in found:  # an object of that very name: s3fs's find() of a file is the file
+        raise PrepError(f"output.dir: {url} is a file (an object of that name exists), not a prefix for a dataset's "
+                        "files; choose another output.dir")
     log = _load_log(local / ".prep" / UPLOAD_LOG, url)
     foreign = sorted(rel for rel in _listed(found, root) if rel not in log["files"])
     if foreign:

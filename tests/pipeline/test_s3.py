@@ -341,6 +341,12 @@ def test_a_prefix_holding_only_folder_markers_is_an_empty_output(tmp_path, s3):
     r2 = recipe([{"path": str(corpus)}], "s3://prep-test/marked/other", options, local_dir=str(tmp_path / "stage2"))
     with pytest.raises(PrepError, match=r"s3://prep-test/marked/other: exists, is not empty .* such as 'theirs.txt'\)"):
         tokenize(r2, show_progress=False)
+    file = recipe([{"path": str(corpus)}], "s3://prep-test/marked/other/theirs.txt", options,
+                  local_dir=str(tmp_path / "stage3"))  # a file, not a folder marker: refused, --overwrite too
+    for overwrite in (False, True):
+        with pytest.raises(PrepError, match=r"^output\.dir: s3://prep-test/marked/other/theirs\.txt is a file"):
+            tokenize(file, show_progress=False, overwrite=overwrite)
+    assert fs.find("prep-test/marked/other") == ["prep-test/marked/other/", "prep-test/marked/other/theirs.txt"]
 
 
 def test_saved_hf_dataset_on_s3(tmp_path, s3):
