@@ -76,7 +76,7 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
         raise PrepError(f"output.dir: cannot reach {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
     if exists and not overwrite:
-        manifest = Manifest.from_dict(json.loads(fs.cat_file(remote_manifest)), where=remote_manifest)
+        manifest = _read_remote_manifest(fs, remote_manifest, url)
         if manifest.recipe != content:
             raise PrepError(f"{url}: already holds a dataset made from a different recipe; choose another "
                             "output.dir, or pass --overwrite to replace it")
@@ -93,6 +93,24 @@ def tokenize_to_url(recipe: Recipe, url: str, *, num_workers: int | None = None,
     # the remote dataset stays complete while the local run goes: its manifest goes when the upload starts
     return tokenize(recipe, output=str(local), num_workers=num_workers, overwrite=overwrite,
                     show_progress=show_progress, console=console, check_inputs=check, publish=publish)
+
+
+def _read_remote_manifest(fs, path: str, url: str) -> Manifest:
+    """The remote dataset's manifest, or a PrepError naming it by its URL (`where`: fsspec's path lacks
+    the scheme). A damaged one (cut short by an interrupted copy) was json's traceback out of the run."""
+    where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+    try:
+        data = json.loads(fs.cat_file(path))
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise PrepError(f"{where}: not valid JSON ({e}); the dataset there is damaged: pass --overwrite to replace "
+                        "it, or choose another output.dir") from None
+    except Exception as e:  # network, permissions
+        raise PrepError(f"output.dir: cannot read {where} ({type(e).__name__}: {e}); check the URL and "
+                        "output.storage_options") from None
+    if not isinstance(data, dict):
+        raise PrepError(f"{where}: not a JSON object (a manifest is one); pass --overwrite to replace the dataset "
+                        "there, or choose another output.dir")
+    return Manifest.from_dict(data, where=where)
 
 
 def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> None:

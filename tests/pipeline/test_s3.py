@@ -869,3 +869,22 @@ def test_a_stalled_s3_read_stops_the_run_saying_it_timed_out(tmp_path, s3, monke
     assert str(e.value).startswith("s3://prep-test/stall/d.jsonl: reading it failed at byte "), str(e.value)
     assert "(timed out waiting for data, retries included: the server stalled or the network dropped); check the " \
            "network" in str(e.value)
+
+
+@pytest.mark.parametrize("body,message", [(b'{"splits": {', r"not valid JSON \(Expecting property name"),
+                                          (b"[1, 2]", r"not a JSON object \(a manifest is one\)")])
+def test_a_damaged_remote_manifest_is_named_by_its_url_and_overwrite_replaces_it(tmp_path, demo_tokenizer, body,
+                                                                                 message):
+    """A remote manifest.json cut short (an interrupted copy) stopped the run with json's JSONDecodeError
+    traceback; other damage was named by fsspec's path (/bkt/ds/manifest.json), not the URL."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-damaged/ds"
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/prep-damaged/ds/manifest.json", body)
+    r = _memory_recipe(tmp_path, demo_tokenizer, url)
+    with pytest.raises(PrepError, match=rf"^{url}/manifest\.json: {message}.*pass --overwrite to replace"):
+        tokenize(r, show_progress=False)
+    tokenize(r, show_progress=False, overwrite=True)
+    assert fs.cat_file("/prep-damaged/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
