@@ -79,8 +79,10 @@ _install_stall_timeout()
 
 
 # what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
-# local and memory mtime or created
-REMOTE_STAMPS = ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created")
+# local and memory mtime or created; an http server's Last-Modified when it sends no ETag (Python's
+# http.server, many static servers): without it a file rewritten at the same size after the plan was read
+# at the old plan's offsets unnoticed (a plan.json of no stamp compares sizes only, as before)
+REMOTE_STAMPS = ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created", "Last-Modified")
 
 # {URL: [size, stamp]} of the run's plan while it goes (`expecting`): set in the parent (its spooler
 # and inline units) and in each worker (pipeline.worker_process); empty otherwise, so a plan's own reads

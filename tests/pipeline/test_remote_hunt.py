@@ -296,3 +296,34 @@ def test_a_stream_longer_than_aiohttps_request_limit_is_read_whole(tmp_path, ser
     server = start(_TricklingHandler)
     result = tokenize(_recipe(tmp_path, f"{server.url}/d.jsonl", "trickle", workers=1), show_progress=False)
     assert sum(s.num_docs for s in result.manifest.splits.values()) == len(texts)
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_a_file_rewritten_at_its_size_on_a_server_without_etags_stops_the_run(tmp_path, serve, monkeypatch, ranges):
+    """Python's http.server (and many static servers) send Last-Modified but no ETag: a file rewritten at
+    the same size after the plan was read at the old plan's offsets, the dataset mixing old and new
+    documents without a word. Last-Modified is its version now: the run stops naming the file."""
+    import os
+
+    from pipeline import input_changes
+    from pipeline.errors import InputUnreachable
+    www, start = serve
+    texts = [t for t in demo_texts(600) if t]
+    old = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+    new = "".join(json.dumps({"text": t.swapcase()}) + "\n" for t in texts).encode()
+    assert len(old) == len(new) > 4 * 65536 and old != new
+    (www / "d.jsonl").write_bytes(old)
+    server = start(_CountingRangeHandler if ranges else SimpleHTTPRequestHandler)
+    url = f"{server.url}/d.jsonl"
+    real = input_changes.describe
+
+    def rewritten_after_the_plan(*a, **k):
+        monkeypatch.setattr(input_changes, "describe", real)
+        mtime = (www / "d.jsonl").stat().st_mtime
+        (www / "d.jsonl").write_bytes(new)
+        os.utime(www / "d.jsonl", (mtime + 10, mtime + 10))  # Last-Modified is to the second
+        return real(*a, **k)
+    monkeypatch.setattr(input_changes, "describe", rewritten_after_the_plan)
+    with pytest.raises(InputUnreachable, match=rf"^{re.escape(url)}: changed since this run planned it \(version "
+                                               r".* GMT then, .* GMT now\)"):
+        tokenize(_recipe(tmp_path, url, "rewritten"), show_progress=False)
