@@ -56,6 +56,9 @@ def _fs(url: str, storage_options: dict):
     except Exception as e:
         raise PrepError(f"output.dir: cannot open {url!r} ({type(e).__name__}: {e}); check the URL and "
                         "output.storage_options") from None
+    if _protocols(fs) & {"http", "https"}:  # fsspec's http is read-only: it cannot list, delete or PUT a prefix
+        raise PrepError(f"output.dir: {url} is an http(s) URL, which prep can read from but not write a dataset to; "
+                        "give a local directory or an object store URL (s3://bucket/prefix, gs://, az://)")
     root = root.rstrip("/")
     if not root:  # s3:// (no bucket), local:/// (the whole disk): nothing to sweep train/ and val/ in
         raise PrepError(f"output.dir: {url!r} names no bucket or directory; give one, such as s3://bucket/prefix")

@@ -203,6 +203,19 @@ def test_a_url_output_names_a_bucket_or_directory(tmp_path, demo_tokenizer):
             tokenize(r, show_progress=False, overwrite=True)
 
 
+def test_an_http_output_is_refused_before_the_run(tmp_path, demo_tokenizer):
+    """fsspec's http filesystem cannot write a dataset: the whole run was made, then its upload failed
+    ("Cannot connect to host", or a POST a server answered) with "re-run the same command to finish the
+    upload", which could never finish it."""
+    from pipeline.errors import PrepError
+    for url in ("https://example.invalid/ds", "http://127.0.0.1:9/ds"):
+        r = _memory_recipe(tmp_path, demo_tokenizer, url)
+        with pytest.raises(PrepError, match=rf"^output\.dir: {re.escape(url)} is an http\(s\) URL, which prep can read "
+                                            r"from but not write a dataset to; give a local directory or an object"):
+            tokenize(r, show_progress=False)
+        assert not (tmp_path / "stage").exists()
+
+
 def test_overwrite_of_a_url_refuses_to_replace_what_the_run_reads(tmp_path, demo_tokenizer):
     """A source under the dataset's train/ (or its rejects.jsonl) would be replaced or swept by the
     upload; one elsewhere under the prefix is untouched, and allowed."""
