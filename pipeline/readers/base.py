@@ -34,7 +34,6 @@ import numpy as np
 
 from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError
-from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
 from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path
 
@@ -325,8 +324,10 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
     try:
         if is_url(path):
             import fsspec
-            fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+
+            # first: its import sets fsspec's http(s) stall timeout, which a filesystem takes when made
             from pipeline.readers.url_reads import size_of, stamp_of
+            fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
             info = fs.info(p)
             return size_of(path, fs, p, info), stamp_of(info)
         st = os.stat(local_path(path))
@@ -574,6 +575,10 @@ def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
         return True
     if path not in _RANGES:
         import fsspec
+
+        # its import sets fsspec's http(s) stall timeout (not at module level: a local run's workers and
+        # parent never import fsspec, ~30-60 ms of start-up each)
+        from pipeline.readers import url_reads  # noqa: F401
         try:
             with fsspec.open(path, "rb", block_size=1, **(storage_options or {})).open() as f:
                 if f.size is None:  # no declared size (url_reads.size_of): fsspec opened a stream, no ranges

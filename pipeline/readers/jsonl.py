@@ -198,6 +198,8 @@ def _holds_a_document(path: str, storage_options: dict | None) -> bool:
     try:
         if is_url(path):
             import fsspec
+
+            from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
             fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
             if not compression_of(path):
                 return json_array.head_starts_a_document(fs.cat_file(p, start=0, end=256))
