@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.errors import PrepError
 
-__all__ = ["FORMATS", "COMPRESSIONS", "COMPRESSION_SUFFIXES", "HF_SAVED_MARKERS", "is_url", "local_path", "local_dir",
+__all__ = ["FORMATS", "COMPRESSIONS", "COMPRESSION_SUFFIXES", "HF_SAVED_MARKERS", "is_url", "url_name", "local_path", "local_dir",
            "is_local_saved_dataset", "is_data_name", "format_suffixes", "dir_census", "dir_formats", "infer_format",
            "infer_source_format", "other_files_hint", "refuse_slash_after_file"]
 
@@ -185,9 +185,16 @@ def infer_format(path: str, look_inside: bool = True) -> str | None:
     return _SUFFIX_FORMATS.get(_data_suffix(path))
 
 
+def url_name(path: str) -> str:
+    """`path` less an http(s) URL's query string: a pre-signed URL (d.jsonl.gz?X-Amz-Signature=...) was
+    named by its query's end, so neither its format nor its compression was known. An s3:// key may hold
+    "?" itself: kept."""
+    return path.split("?", 1)[0] if path.startswith(("http://", "https://")) else path
+
+
 def _data_suffix(path: str) -> str:
     """The lower-case suffix under a compression suffix: ".jsonl" for "x.JSONL.gz"."""
-    p = path.lower()
+    p = (url_name(path) if "?" in path else path).lower()
     if p.endswith(COMPRESSION_SUFFIXES):  # one C call: this runs once per file of a directory
         p = p[:p.rfind(".")]
     return os.path.splitext(p)[1]

@@ -199,3 +199,21 @@ def test_a_body_cut_short_on_a_server_without_ranges_stops_the_run_in_one_line(t
     _DroppingHandler.cut = False
     result = tokenize(recipe, show_progress=False)
     assert sum(s.num_docs for s in result.manifest.splits.values()) == len(texts) and not result.manifest.failed_units
+
+
+def test_a_pre_signed_url_is_named_by_its_path_not_its_query(tmp_path, serve):
+    """`https://host/d.jsonl.gz?X-Amz-Signature=...` was named by its query's end: no format could be
+    inferred, and the gzip body was refused with "rename it to d.jsonl.gz?X-Amz-Signature=abc.gz". The
+    query is no part of the name now: the same documents as the local file."""
+    import gzip
+    www, start = serve
+    texts = [t for t in demo_texts(300) if t]
+    (www / "d.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps({"text": t}) + "\n" for t in texts).encode()))
+    local = tokenize(_recipe(tmp_path, str(www / "d.jsonl.gz"), "local"), show_progress=False)
+    for handler in (_RangeHandler, _PlainHandler):
+        base._RANGES.clear()
+        url = f"{start(handler)}/d.jsonl.gz?X-Amz-Expires=3600&X-Amz-Signature=abc"
+        result = tokenize(_recipe(tmp_path, url, handler.__name__), show_progress=False)
+        for split in ("train", "val"):
+            want, got = read_split(local.out, split), read_split(result.out, split)
+            assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))
