@@ -39,11 +39,17 @@ def default_staging_dir(url: str) -> Path:
     folder for this URL is still used (the latest modified, if several names were staged to it), so its
     unfinished run resumes and its upload log (UPLOAD_LOG) still counts."""
     staging = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prep" / "staging"
-    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
-    if (staging / digest).exists():
-        return staging / digest
-    named = sorted(staging.glob(f"?*-{digest}"), key=lambda p: p.stat().st_mtime_ns)
-    return named[-1] if named else staging / digest
+    # s3://b/ds/ and s3://b/ds are one output (remote._fs strips the slash): hashed apart, an upload stopped
+    # under one spelling and resumed under the other was refused as foreign files. A folder hashed from
+    # the URL as given (prep before this) is still found.
+    canonical = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:12]
+    for digest in dict.fromkeys([canonical, hashlib.sha256(url.encode()).hexdigest()[:12]]):
+        if (staging / digest).exists():
+            return staging / digest
+        named = sorted(staging.glob(f"?*-{digest}"), key=lambda p: p.stat().st_mtime_ns)
+        if named:
+            return named[-1]
+    return staging / canonical
 
 
 def _fs(url: str, storage_options: dict):

@@ -31,3 +31,14 @@ def test_a_folder_named_by_an_older_prep_is_still_used(tmp_path, monkeypatch):
     assert default_staging_dir(URL) == old  # the latest of this URL's
     (staging / DIGEST).mkdir()
     assert default_staging_dir(URL) == staging / DIGEST
+
+
+def test_a_trailing_slash_names_the_same_staging_folder(tmp_path, monkeypatch):
+    """s3://b/ds/ and s3://b/ds are one output, hashed apart: an upload stopped under one spelling and
+    resumed under the other was refused as foreign files. A folder hashed from a slashed URL by an older
+    prep is still found for it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_staging_dir(URL + "/") == default_staging_dir(URL) == tmp_path / "prep" / "staging" / DIGEST
+    slashed = tmp_path / "prep" / "staging" / hashlib.sha256((URL + "/").encode()).hexdigest()[:12]
+    (slashed / ".prep").mkdir(parents=True)
+    assert default_staging_dir(URL + "/") == slashed
