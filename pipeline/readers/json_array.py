@@ -308,9 +308,10 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
     if not isinstance(records, list) or one_line and not (records and all(isinstance(r, (dict, Malformed))
                                                                           for r in records)):
         return None
-    if one_line:  # JSON Lines from here: a line per record, read at orjson's pace (review: the value walk
-        # below, a Python regex pass over every string and bracket, read 50 MB of lines in 2.5 s, not 0.15 s)
-        return records + _lines_records(body[end:])
+    if one_line and (values := _json_lines(body[end:])) is not None:
+        # JSON Lines from here, every line JSON: read at orjson's pace (review: the value walk below, a
+        # Python regex pass over every string and bracket, read 50 MB of lines in 2.5 s, not 0.15 s)
+        return records + _flattened(values)
     at = end
     while (at := _GAP.match(body, at).end()) < len(body) and body[at] in b"[{":
         stop = _value_end(body, at)
@@ -323,6 +324,8 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
     rest = body[at:].rstrip(_WHITESPACE)
     if not rest:
         return records
+    if one_line:  # from a line that is no JSON value on: JSON Lines, a bad line its own reject
+        return records + _flattened([_line_value(line) for line in rest.split(b"\n") if line.strip(_WHITESPACE)])
     closes = place.base + lead + end - 1  # the file offset of the last value's closing bracket
     return [*records, Malformed(rest[:1000].decode("utf-8", "replace"),
                                 f"{len(rest):,} bytes follow the file's JSON values, the last of which closes at "
@@ -342,16 +345,22 @@ def _value_end(body: bytes, at: int) -> int:
     return -1
 
 
-def _lines_records(data: bytes) -> list:
-    """The records of JSON Lines after an array on one line (_array_then_more), as JSON Lines reads them
-    (each line one record; a line that is not JSON one Malformed), except that a line which is an array
-    of objects gives its objects, as the first line did (review: a later such line was one record, a
-    missing_field reject, its documents lost). orjson over all lines at once: 200,000 lines in ~0.35 s."""
+def _json_lines(data: bytes) -> list | None:
+    """The values of `data`'s non-blank lines when every line is JSON (orjson over all lines at once:
+    200,000 lines in ~0.35 s), else None: a pretty-printed value after a one-line array (`cat a.json
+    b.json`, b indented) spans lines, and the value walk reads it (review: split into lines, each was a
+    reject)."""
     lines = [line for line in data.split(b"\n") if line.strip(_WHITESPACE)]
     try:
-        values = list(map(orjson.loads, lines))
+        return list(map(orjson.loads, lines))
     except orjson.JSONDecodeError:
-        values = list(map(_line_value, lines))
+        return None
+
+
+def _flattened(values: list) -> list:
+    """Records of JSON Lines values after an array on one line: a line that is an array of objects gives
+    its objects, as the first line did (review: one after a bad line was one record, a missing_field
+    reject, its documents lost); any other value is one record, as JSON Lines reads it."""
     if not any(type(v) is list for v in values):
         return values
     return [r for v in values for r in (v if type(v) is list and v and all(isinstance(x, dict) for x in v) else [v])]

@@ -27,6 +27,12 @@ def _layouts(a: list, b: list) -> dict[str, bytes]:
         "two arrays on one line each": json.dumps(a) + "\n" + json.dumps(b) + "\n",
         "an array, then objects appended": json.dumps(a, indent=2) + "\n" + "\n".join(json.dumps(r, indent=2) for r in b),
         "an array on one line, then JSON Lines": json.dumps(a) + "\n" + lines,
+        # an array on one line (json.dump's default) then a pretty-printed value: split into lines, each was
+        # a reject (review)
+        "an array on one line, then an indented array": json.dumps(a) + "\n" + json.dumps(b, indent=2) + "\n",
+        "an array on one line, then indented objects": json.dumps(a) + "\n" + "\n".join(json.dumps(r, indent=2)
+                                                                                       for r in b),
+        "an array, then objects, all on one line": json.dumps(a) + "".join(json.dumps(r) for r in b),
     }
 
 
