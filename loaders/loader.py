@@ -31,7 +31,7 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
-from .rank_settings import COMPARED, RankSettings
+from .rank_settings import RankSettings
 from .ranks import RankSource, process_group
 from .shards import TokenShards
 
@@ -354,21 +354,19 @@ class MemmapLoader:
             self.set_epoch(epoch + 1)
 
     def _compare_ranks(self) -> None:
-        """At pass starts, until compared: this loader's seed, shuffle and position against rank 0's loader
-        of the same data and other settings (the process group's store; loaders/rank_settings.py), when it
-        reads for that group's ranks (rank= / world_size= of a data-parallel subgroup: not checked)."""
-        if self.world_size == 1 or process_group() != (self.rank, self.world_size):
+        """At its first pass: this loader's settings against the first rank's to start its counterpart
+        (the process group's store; loaders/rank_settings.py), when it reads for that group's ranks
+        (rank= / world_size= of a data-parallel subgroup, or rank=0, world_size=1: not checked)."""
+        if self.world_size == 1 or self._rank_settings is not None and self._rank_settings.done \
+                or process_group() != (self.rank, self.world_size):
             return
+        c = self.plan.order_fields()
         if self._rank_settings is None:
-            c = self.plan.order_fields()
-            config = {k: v for k, v in dataclasses.asdict(self.config).items() if k not in COMPARED}
-            self._rank_settings = RankSettings({**config, "datasets": c["datasets"], "weights": c["weights"],
-                                                "world_size": self.world_size})
-        self._rank_settings.check(self.rank, self._compared_settings)
-
-    def _compared_settings(self) -> dict:
-        return {"seed": self.config.seed, "shuffle": self.config.shuffle, "epoch": self.epoch,
-                "consumed": self.consumed}
+            self._rank_settings = RankSettings({"datasets": c["datasets"], "split": self.config.split,
+                                                "mode": self.config.mode})
+        self._rank_settings.check(self.rank, {
+            **dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
+            "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed})
 
     def _pass_position(self) -> tuple[int, int]:
         """(epoch, units consumed) of the open pass, else of the pass the next `for` starts: a position at

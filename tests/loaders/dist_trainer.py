@@ -6,8 +6,7 @@ batches after which that run's state_dict is taken and the run stops), `resume` 
 states, `%d` for the rank, to load first) and `late_init` (build the loaders before
 init_process_group) and `rank_runs` (rank -> name -> keyword arguments that rank adds: settings that
 differ per rank) and `only_on` (name -> the one rank that iterates that run: an evaluation loader on
-rank 0) and `serial` (rank 0 runs each run shared by all ranks before the others start it: one barrier
-each). Rank and world size reach the loader only through torch.distributed. Writes
+rank 0). Rank and world size reach the loader only through torch.distributed. Writes
 `out % rank`: per run, the batches seen as (epoch, input_ids, labels), len() at each epoch start,
 the state taken, or the error a pass raised.
 """
@@ -58,15 +57,10 @@ def main() -> None:
     for name, loader in loaders.items():
         if job.get("only_on", {}).get(name, rank) != rank:
             continue
-        serial = job.get("serial") and name not in job.get("only_on", {})
-        if serial and rank != "0":
-            dist.barrier()
         try:
             out[name] = train(loader, job["epochs"], job.get("stop_at", {}).get(name), states.get(name))
         except PrepError as e:
             out[name] = {"error": str(e)}
-        if serial and rank == "0":
-            dist.barrier()
         loader.close()
     Path(job["out"] % int(rank)).write_bytes(pickle.dumps(out))
     dist.barrier()

@@ -110,29 +110,30 @@ def test_resume_in_fresh_gloo_processes(dataset, tmp_path):
 
 def test_settings_that_differ_between_gloo_ranks_are_refused(dataset, tmp_path):
     """A seed that differs per rank (seed=1000 + rank, as for torch's per-worker RNG), shuffle on one rank
-    only, or a state loaded on one rank only: the ranks' batches were no split of one epoch (samples
-    repeated on two ranks, others never read), silently. A rank whose loader differs from rank 0's now
-    stops at a pass start once rank 0 has started that loader (`serial`: rank 0 runs each first), in one
-    line. A loader iterated on rank 0 alone (a peek with other settings, before training) runs, and
-    neither hangs (a collective waited for the ranks that never came) nor pairs with a training loader."""
+    only, another samples_per_epoch, or a state loaded on one rank only: the ranks' batches were no split
+    of one epoch (samples repeated on two ranks, others never read), silently. Whichever rank starts a
+    loader first, the other stops at its first pass in one line naming both values. A loader iterated
+    on rank 0 alone after training runs, and neither hangs (a collective waited for the ranks that
+    never came) nor is compared."""
     base = {"batch_size": 3, "seq_len": 32, "cache_dir": False}
-    runs = {"peek": {**base, "batch_size": 2, "mode": "packed"}, "seed": {**base, "mode": "packed"},
-            "shuffle": {**base, "mode": "windows"}, "state": {**base, "mode": "grouped", "pad_multiple": 16},
-            "same": {**base, "seed": 3}}
-    rank_runs = {"0": {"seed": {"seed": 1000}, "shuffle": {"shuffle": False}},
+    runs = {"seed": {**base, "mode": "packed"}, "shuffle": {**base, "mode": "windows"},
+            "state": {**base, "mode": "grouped", "pad_multiple": 16},
+            "samples": {**base, "mode": "packed", "samples_per_epoch": 60}, "same": {**base, "seed": 3},
+            "eval": {**base, "batch_size": 2, "shuffle": False}}
+    rank_runs = {"0": {"seed": {"seed": 1000}, "shuffle": {"shuffle": False}, "samples": {"samples_per_epoch": 120}},
                  "1": {"seed": {"seed": 1001}}}
     head = run_ranks(tmp_path, "head", 2, dataset=str(dataset), runs={"state": runs["state"]}, epochs=1,
                      stop_at={"state": 2})
     (tmp_path / "states0.pkl").write_bytes(pickle.dumps({"state": head[0]["state"]["state"]}))
     (tmp_path / "states1.pkl").write_bytes(pickle.dumps({}))  # rank 1 starts the epoch over
     ranks = run_ranks(tmp_path, "differ", 2, dataset=str(dataset), runs=runs, rank_runs=rank_runs, epochs=1,
-                      resume=str(tmp_path / "states%d.pkl"), only_on={"peek": "0"}, serial=True)
+                      resume=str(tmp_path / "states%d.pkl"), only_on={"eval": "0"})
     wants = {"seed": "seed: 1000 on rank 0, 1001 on rank 1", "shuffle": "shuffle: False on rank 0, True on rank 1",
-             "state": "consumed: 12 on rank 0, 0 on rank 1"}
+             "state": "consumed: 12 on rank 0, 0 on rank 1", "samples": "samples_per_epoch: 120 on rank 0, 60 on rank 1"}
     for name, want in wants.items():
-        assert "error" not in ranks[0][name], ranks[0][name]["error"]  # rank 0 publishes; the others compare
-        error = ranks[1][name].get("error", "")
-        assert want in error and "the ranks' MemmapLoaders differ" in error and "\n" not in error, (name, error)
+        errors = [got[name]["error"] for got in ranks if "error" in got[name]]
+        assert len(errors) == 1, (name, errors)  # the rank that came second; the first ran
+        assert want in errors[0] and "the ranks' MemmapLoaders differ" in errors[0] and "\n" not in errors[0]
     for got in ranks:
         assert "error" not in got["same"] and got["same"]["seen"]  # equal settings run as before
-    assert "error" not in ranks[0]["peek"] and ranks[0]["peek"]["seen"] and "peek" not in ranks[1]
+    assert "error" not in ranks[0]["eval"] and ranks[0]["eval"]["seen"] and "eval" not in ranks[1]
