@@ -134,10 +134,11 @@ def _each_once(files: list[str], path) -> list[str]:
     return kept
 
 
-# credentials before a URL's host: `user:password@` (the password may hold "/" or "@": AWS secret keys
-# hold "/", so the host is not where urlsplit ends the authority) or a bare `token@`; a "@" after the first
-# path segment's "/" with no ":" before it is a path's (hf://datasets/org/name@revision/...)
-_CREDENTIALS = re.compile(r"^[A-Za-z][\w+.-]*://(?:[^/?#@]*:[^?#]*|[^/?#@:]+)@")
+# credentials before a URL's host: `user:password@` (the password may hold "/", "@", "?" or "#": AWS
+# secret keys hold "/", so the host is not where urlsplit ends the authority) or a bare `token@`. Not
+# credentials: a "@" in the path (hf://datasets/org/name@revision/...), also after a port
+# (http://localhost:8000/u@x.jsonl: a ":" then digits then "/" is a port) or an IPv6 host ([::1]:8000)
+_CREDENTIALS = re.compile(r"^[A-Za-z][\w+.-]*://(?:[^/?#@\[]*:(?!\d*(?:[/?#]|$))[^@]*|[^/?#@:\[]+)@")
 
 
 def refuse_url_credentials(url: str, field: str) -> None:
@@ -148,8 +149,7 @@ def refuse_url_credentials(url: str, field: str) -> None:
     if not _CREDENTIALS.match(url):
         return
     scheme, _, rest = url.partition("://")
-    head = re.split(r"[?#]", rest, maxsplit=1)[0]
-    masked = f"{scheme}://***@{rest[head.rindex('@') + 1:]}"
+    masked = f"{scheme}://***@{rest[rest.rindex('@') + 1:]}"  # a path's or query's "@" after it: masks more
     raise PrepError(f"{field}: {masked} holds credentials (user:password@ before its host, masked here), which would "
                     "be written into the manifest and messages; give the URL without them and pass them in "
                     f"{field.split('.')[0]}.storage_options (s3: key, secret; http(s): headers: {{Authorization: "

@@ -14,16 +14,23 @@ from pipeline.source_files import refuse_url_credentials
     ("s3://AKIAIOSFODNN7EXAMPLE:wJalr/K7MDENG@bucket/x.jsonl", "s3://***@bucket/x.jsonl"),
     ("https://u:p/w@host/x.jsonl", "https://***@host/x.jsonl"),
     ("https://TOKEN@github.com/x.jsonl", "https://***@github.com/x.jsonl"),
+    # a password holding "?" or "#" (review)
+    ("https://u:pa?ss@host/x.jsonl", "https://***@host/x.jsonl"),
+    ("https://u:pa#ss@host/x.jsonl", "https://***@host/x.jsonl"),
 ])
 def test_credentials_are_refused_and_never_shown(url, shown):
     with pytest.raises(PrepError) as e:
         refuse_url_credentials(url, "source.path")
     message = str(e.value)
     assert message.startswith(f"source.path: {shown} holds credentials")
-    assert not any(secret in message for secret in ("pa@ss", "wJalr", "K7MDENG", "AKIA", "u:p", "TOKEN", ":p/w"))
+    assert not any(secret in message for secret in ("pa@ss", "wJalr", "K7MDENG", "AKIA", "u:p", "TOKEN", ":p/w", "ss@"))
 
 
 @pytest.mark.parametrize("url", ["hf://datasets/org/name@main/data/*.parquet", "s3://bucket/user@example.com/a.jsonl",
-                                 "https://host/x.jsonl?sig=a:b@c", "http://host:8080/x.jsonl", "s3://bucket/a:b@c/x"])
+                                 "https://host/x.jsonl?sig=a:b@c", "http://host:8080/x.jsonl", "s3://bucket/a:b@c/x",
+                                 # a port, then a path with "@" (review: refused as credentials)
+                                 "http://localhost:8000/data/user@example.com.jsonl",
+                                 "https://hf.example:443/datasets/org/name@main/train.jsonl",
+                                 "http://[::1]:8000/a@b.jsonl", "http://host:8000?x=a@b"])
 def test_an_at_sign_in_a_path_or_query_is_no_credential(url):
     refuse_url_credentials(url, "source.path")  # hf://...@revision is how a dataset's revision is named
