@@ -180,8 +180,8 @@ def refuse_non_dataset(root: Path, command: str) -> None:
     case = not_a_dataset(root)
     if case is None or case.kind == UNFINISHED:
         return
-    if case.kind == URL:
-        raise PrepError(url_message(case, f"`prep {command}`"))
+    if case.kind == URL:  # the CLI refuses a URL before, in its words: here from Python (verify_dataset)
+        raise PrepError(url_message(case, "verify_dataset" if command == "verify" else f"`prep {command}`"))
     instead = f": prep {command} {case.dataset}" if case.dataset is not None else ""
     if case.kind == MANIFEST:
         raise PrepError(f"{root}: the dataset's manifest; give `prep {command}` the directory that holds "

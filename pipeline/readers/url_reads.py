@@ -165,16 +165,19 @@ def _precondition_failed(e: BaseException) -> bool:
             or "PreconditionFailed" in str(e) or "(412)" in str(e))
 
 
-def _timed_out(error: BaseException) -> bool:
-    """A read that timed out: fsspec's FSTimeoutError (it says nothing), or s3fs's IndexError ("tuple
-    index out of range": its _fetch_range reads args[0] of that empty error) raised while handling one."""
+def _timed_out(error: BaseException) -> str:
+    """"connect" for a connection that timed out (aiohttp's ConnectionTimeoutError: the host, not a
+    stalled server, review), "read" for a read that did (fsspec's FSTimeoutError says nothing, or s3fs's
+    IndexError, "tuple index out of range": its _fetch_range reads args[0] of that empty error), else ""."""
     for _ in range(8):  # the chain of causes, not a cycle
+        if "ConnectionTimeout" in type(error).__name__ or "Connect timeout" in str(error):
+            return "connect"
         if isinstance(error, TimeoutError):
-            return True
+            return "read"
         error = error.__cause__ or error.__context__
         if error is None:
-            return False
-    return False
+            return ""
+    return ""
 
 
 def unreachable(path: str, error: BaseException, at: int | None = None) -> InputUnreachable:
@@ -182,8 +185,11 @@ def unreachable(path: str, error: BaseException, at: int | None = None) -> Input
         return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
     what = f"{type(error).__name__}: {error}"
-    if _timed_out(error):
-        what = (f"no data for {STALL_SECONDS} s: the server stalled" if path.startswith(("http://", "https://"))
+    if (kind := _timed_out(error)) == "connect":
+        what = "connecting timed out: the host is unreachable or the network is down"
+    elif kind:
+        what = (f"no data for {STALL_SECONDS} s, or the timeout storage_options' client_kwargs set: the server stalled"
+                if path.startswith(("http://", "https://"))
                 else "timed out waiting for data, retries included: the server stalled or the network dropped")
     return InputUnreachable(f"{path}: reading it failed{where} ({what}); check the "
                             f"network, the endpoint and source.storage_options, then {RESUME_FIX} (finished units "

@@ -14,7 +14,7 @@ def test_a_url_dataset_is_refused_naming_the_url_and_the_staging_copy(url):
     """Path() made `s3://bkt/ds` into `s3:/bkt/ds`, and the error was "s3:/bkt/ds: no such directory"."""
     from loaders import MemmapLoader
     for build, reader in ((lambda: MemmapLoader(url, split="train", batch_size=2, seq_len=8), "the loader"),
-                          (lambda: verify_dataset(url), "`prep verify`")):
+                          (lambda: verify_dataset(url), "verify_dataset")):  # not `prep verify`: not run
         with pytest.raises(PrepError) as e:
             build()
         assert str(e.value).startswith(f"{url.rstrip('/')}: a URL; {reader} reads a local directory: give it the "

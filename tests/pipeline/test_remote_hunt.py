@@ -283,7 +283,7 @@ def test_a_stalled_server_stops_the_run_naming_the_url_and_the_stall(tmp_path, s
     finally:
         server.release.set()
     assert str(e.value).startswith(f"{server.url}/d.jsonl: reading it failed"), str(e.value)
-    assert "(no data for 1 s: the server stalled); check the network" in str(e.value) and "\n" not in str(e.value)
+    assert "(no data for 1 s, or the timeout storage_options' client_kwargs set: the server stalled); check the network" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_stream_longer_than_aiohttps_request_limit_is_read_whole(tmp_path, serve, short_http_limits):
