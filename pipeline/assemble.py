@@ -186,8 +186,11 @@ class ShardAssembler:
 
     def _close_build(self) -> None:
         b, self._build = self._build, None
-        b.close()
+        # listed before close(): a Ctrl-C raised inside it (while its first submit starts the build's
+        # thread) left the build to no one, its thread idle forever, and the interpreter waited for it
+        # at exit (`python -m pipeline.cli` and library callers hung after "interrupted")
         self._closing.append(b)
+        b.close()
 
     def _raise_failed(self) -> None:
         """A build's error (ENOSPC naming its temporary) surfaces at the next add()."""
@@ -242,7 +245,9 @@ class _ShardBuild:
         self.bin_path, self.idx_path = asm.dst_dir / f"{name}.bin", asm.dst_dir / f"{name}.idx"
         self.tmp_bin, self.tmp_idx = self.bin_path.with_suffix(".bin.tmp"), self.idx_path.with_suffix(".idx.tmp")
         self.error: BaseException | None = None
-        self._lane = ThreadPoolExecutor(1, thread_name_prefix="prep-place-shard")
+        # its own name: discard() finds this build's thread by it (see there)
+        self._lane_name = f"prep-place-shard-{id(self):x}"
+        self._lane = ThreadPoolExecutor(1, thread_name_prefix=self._lane_name)
         self._done: Future | None = None
         self._out = None  # the open .bin.tmp once the group has a second part
         self._sha = None
@@ -264,12 +269,23 @@ class _ShardBuild:
     def wait(self) -> None:
         """Until this shard is placed (or failed: its error is raised)."""
         try:
+            if self._done is None:  # close() was cut short (Ctrl-C): discard() ends this build
+                raise KeyboardInterrupt
             self._done.result()
         finally:
             self._lane.shutdown(wait=True)
 
     def discard(self) -> None:
         self._lane.shutdown(wait=True)  # its steps see asm.stop and end between blocks
+        # A Ctrl-C raised while submit() started the thread (Thread.start waits for it to run) leaves the
+        # thread out of the pool's own list: shutdown() woke it but did not join it, and it may still be
+        # placing this shard (linking, journaling) after the run has let go of its lock
+        for t in threading.enumerate():
+            if t.name.startswith(self._lane_name + "_") and t is not threading.current_thread():
+                try:
+                    t.join()
+                except RuntimeError:  # not running yet (the Ctrl-C cut its start short): it ends on its
+                    pass              # own, at the shutdown's wake-up, after this build's queued steps
         if self._syncing is not None:
             wait([self._syncing])  # (its error, if any, is moot now) before its descriptor is closed
             self._syncing = None
