@@ -198,24 +198,27 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
         faults.point("start")
         todo = [u for u in units if u.index not in results]
         remote = {path: stamp for path, stamp in inputs.items() if is_url(path)}
-        url_reads.expecting(remote)  # from here, each open of a URL checks it is the object planned
-        spooler = _spooler(units, todo, state, recipe, workers)
-        if spooler is not None:
-            todo = [dataclasses.replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in todo]
         total_bytes = sum(u.size for u in units)
         done_bytes = sum(u.size for u in units if u.index in results)
         ctx = WorkerContext(recipe, spec, state.parts, state.rejects, remote_inputs=remote)
-        # shards are placed while units run, in order, journaled, and their parts then deleted
-        stream = PartStream(state.parts, out, splits, dtype, recipe.output.shard_tokens, placed=placed,
-                            journal=state.record_placed) if streamed else None
-        feed = _InOrder(stream, results)
-
-        def after(index: int) -> None:
-            if spooler is not None:
-                spooler.done(index)
-            feed.advance()
-        join_pool = None
+        spooler = stream = join_pool = None
+        # from the spooler's start on, inside the try: a Ctrl-C (or an error making the PartStream)
+        # between its start and the try left its threads waiting for a window slot forever, and the
+        # interpreter waited for them at exit
         try:
+            url_reads.expecting(remote)  # from here, each open of a URL checks it is the object planned
+            spooler = _spooler(units, todo, state, recipe, workers)
+            if spooler is not None:
+                todo = [dataclasses.replace(u, spool=spooler.window(u)) if u.is_spooled else u for u in todo]
+            # shards are placed while units run, in order, journaled, and their parts then deleted
+            stream = PartStream(state.parts, out, splits, dtype, recipe.output.shard_tokens, placed=placed,
+                                journal=state.record_placed) if streamed else None
+            feed = _InOrder(stream, results)
+
+            def after(index: int) -> None:
+                if spooler is not None:
+                    spooler.done(index)
+                feed.advance()
             feed.advance()  # units journaled by an interrupted run
             with RunProgress(total_bytes, done_bytes, enabled=show_progress, console=console,
                              units_total=len(units), units_done=len(units) - len(todo)) as progress:

@@ -155,17 +155,21 @@ class Spooler:
         threads = max(1, min(len(files), -(-workers // SPOOL_THREADS_PER_WORKERS)))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="prep-spool") if files else None
         seps, dialects = separators or {}, csv_dialects or {}
-        for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
-            src = us[0].source
-            if us[0].format == "parquet":  # parts of row groups: decoded once, rows to each part's window
-                cut = (self._parquet_windows, (parquet_sources or {})[src])
-            elif src in dialects:
-                cut = (self._csv_windows, dialects[src])
-            elif us[0].payload:  # ranges of one JSON value, cut at its records by the plan (readers.json_cuts):
-                cut = (self._windows, b"")  # windows of exactly those bytes (no separator to look for)
-            else:
-                cut = (self._windows, seps.get(src, b"\n"))
-            self._pool.submit(self._spool_file, key, us, storage_options.get(src), *cut)
+        try:
+            for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
+                src = us[0].source
+                if us[0].format == "parquet":  # parts of row groups: decoded once, rows to each part's window
+                    cut = (self._parquet_windows, (parquet_sources or {})[src])
+                elif src in dialects:
+                    cut = (self._csv_windows, dialects[src])
+                elif us[0].payload:  # ranges of one JSON value, cut at its records by the plan (readers.json_cuts):
+                    cut = (self._windows, b"")  # windows of exactly those bytes (no separator to look for)
+                else:
+                    cut = (self._windows, seps.get(src, b"\n"))
+                self._pool.submit(self._spool_file, key, us, storage_options.get(src), *cut)
+        except BaseException:  # a Ctrl-C while a submit starts a thread: the caller never gets this spooler
+            self.close()       # to close, and its threads waited for a slot forever (the process, at exit)
+            raise
 
     @classmethod
     def for_recipe(cls, recipe, units: list[WorkUnit], todo: set[int], directory: Path, workers: int,

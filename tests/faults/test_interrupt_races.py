@@ -8,6 +8,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
+import zstandard
+from faultkit import write_recipe
 
 from pipeline.assemble import ShardAssembler
 from tests.pipeline.test_assemble import _write_parts
@@ -56,3 +59,45 @@ def test_ctrl_c_while_a_shard_build_starts_its_thread_leaves_no_thread(tmp_path,
     _release(left)
     assert left == []
 
+
+def _spoolers_released() -> None:
+    """Stop the spoolers a failing run lost (their threads wait for a window slot until stopped)."""
+    import gc
+
+    from pipeline.spool import Spooler
+    for obj in gc.get_objects():
+        if isinstance(obj, Spooler):
+            obj.close()
+
+
+@pytest.mark.parametrize("where", ["spooler-start", "part-stream"])
+def test_ctrl_c_as_the_spooler_starts_leaves_no_thread(tmp_path, corpus, monkeypatch, where):
+    """A compressed file's windows are written by the spooler's threads, each waiting for a free slot
+    (workers + 2 windows ahead of the units). A Ctrl-C as the spooler started its thread, or between
+    its start and the run's try (while the PartStream cleared the split directories), left no one to stop
+    them: 7 units, 3 slots, a thread waiting forever."""
+    import pipeline.executor as executor
+    from pipeline.recipe import Recipe
+
+    packed = tmp_path / "small.jsonl.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(corpus.read_bytes()))
+    recipe = Recipe.from_yaml(write_recipe(tmp_path, packed))
+    if where == "part-stream":
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(executor, "PartStream", interrupted)
+    else:
+        real_start = threading.Thread.start
+
+        def start(self):  # Thread.start waits for the thread to run: the signal is handled as it returns
+            real_start(self)
+            if self.name.startswith("prep-spool"):
+                raise KeyboardInterrupt
+        monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        executor.tokenize(recipe, str(tmp_path / "out"), num_workers=1, show_progress=False)
+    monkeypatch.undo()
+    left = _alive("prep-spool")
+    _spoolers_released()
+    assert left == []
+    assert not (tmp_path / "out" / ".prep" / "spool").exists()  # its windows deleted, as after any stop
