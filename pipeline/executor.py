@@ -40,7 +40,7 @@ from pipeline.empty_run import allow_empty_default, refuse_empty_run
 from pipeline.errors import RESUME_FIX, PrepError
 from pipeline.finalize import finalize
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
-from pipeline.interrupts import sigterm_as_interrupt
+from pipeline.interrupts import deferred, sigterm_as_interrupt
 from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
 from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
@@ -472,10 +472,11 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     last shard is placed: the workers exit (sentinels, process joins: 9-18 ms on 2 workers) while
     the parent places it, instead of before."""
     mp_ctx = pool_context()
-    queue, starts = mp_ctx.Queue(), mp_ctx.SimpleQueue()  # progress; unit starts (see init_worker)
-    pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
-                               initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, starts,
-                                         os.getpid(), workers))
+    with deferred():  # a Ctrl-C here is raised once the pool and its queues exist, and the try below frees them
+        queue, starts = mp_ctx.Queue(), mp_ctx.SimpleQueue()  # progress; unit starts (see init_worker)
+        pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
+                                   initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, starts,
+                                             os.getpid(), workers))
     pending: dict = {}
     running: dict[int, int] = {}  # worker pid -> index of the unit it last started
     queue_iter = iter(todo)
@@ -483,8 +484,9 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
     def submit_next() -> None:
         unit = next(queue_iter, None)
         if unit is not None:
-            try:  # the pool starts its workers here, each forked by the forkserver
-                pending[pool.submit(run_unit, unit)] = unit
+            try:  # the pool starts its workers here, each forked by the forkserver: never cut short
+                with deferred():  # (interrupts.deferred)
+                    pending[pool.submit(run_unit, unit)] = unit
             except (EOFError, ConnectionError):  # the forkserver is gone: multiprocessing says only "EOF"
                 raise PrepError(_FORKSERVER_DIED) from None
 

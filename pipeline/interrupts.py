@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-__all__ = ["Terminated", "stop_on_signals", "sigterm_as_interrupt", "describe", "RESUME_HINT"]
+__all__ = ["Terminated", "stop_on_signals", "sigterm_as_interrupt", "deferred", "describe", "RESUME_HINT"]
 
 RESUME_HINT = "finished units are kept; re-run the same command to resume"
 
@@ -33,7 +33,14 @@ GRACE_S = 2.0  # seconds after a first signal in which more are ignored: a burst
 _first: list[float | None] = [None]  # time.monotonic() of the first signal since _stop was installed
 
 
+_deferring = [0, None]  # [depth of `deferred` sections in the main thread, the first signal they held]
+
+
 def _stop(signum, frame):
+    if _deferring[0]:
+        if _deferring[1] is None:
+            _deferring[1] = signum
+        return  # raised as the section ends
     stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
     if _first[0] is None:
         _first[0] = time.monotonic()
@@ -88,6 +95,26 @@ def sigterm_as_interrupt():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def deferred():
+    """A section a Ctrl-C or SIGTERM must not cut in two: one that comes inside is raised as it ends
+    (where this module's handler is installed; elsewhere nothing changes). Around starting a pool
+    worker: raised between the forkserver's connection and the worker's data, the forked child died
+    reading nothing (an EOFError traceback above prep's one line), and the pool's half-started objects
+    kept by the traceback's frames left 10 semaphores to the resource tracker's warning."""
+    if threading.current_thread() is not threading.main_thread() or not _installed():
+        yield
+        return
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
+        if not _deferring[0] and (signum := _deferring[1]) is not None:
+            _deferring[1] = None
+            _stop(signum, None)
 
 
 def describe(stop: KeyboardInterrupt) -> tuple[str, int]:

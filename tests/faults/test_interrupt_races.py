@@ -5,14 +5,19 @@ pipeline.executor.tokenize, hung after printing "interrupted" (the `prep` script
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 import zstandard
-from faultkit import write_recipe
+from faultkit import REPO, TAG, assert_complete, assert_no_survivors, run_prep, write_recipe
 
 from pipeline.assemble import ShardAssembler
+from pipeline.interrupts import Terminated, describe
 from tests.pipeline.test_assemble import _write_parts
 
 
@@ -101,3 +106,42 @@ def test_ctrl_c_as_the_spooler_starts_leaves_no_thread(tmp_path, corpus, monkeyp
     _spoolers_released()
     assert left == []
     assert not (tmp_path / "out" / ".prep" / "spool").exists()  # its windows deleted, as after any stop
+
+
+# prep's console script, with a Ctrl-C (or SIGTERM) sent to itself as the first pool worker is started:
+# after the forkserver has forked the child, before the child is sent what it runs
+_SIGNAL_AS_A_WORKER_STARTS = """
+import os, signal, sys
+from multiprocessing import forkserver
+real, sent, signum = forkserver.connect_to_new_process, [], getattr(signal, sys.argv[1])
+def connect(fds):
+    got = real(fds)
+    if not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signum)
+    return got
+forkserver.connect_to_new_process = connect
+from pipeline.launch import console
+sys.argv = ["prep", "tokenize", *sys.argv[2:]]
+console()
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_a_worker_starts_says_one_line_and_resumes(tmp_path, recipe, reference, sig, code):
+    """It printed the child's `EOFError: Ran out of input` traceback (the forkserver's child read no
+    data) and the resource tracker's "10 leaked semaphore objects" warning around prep's line."""
+    out = tmp_path / "out"
+    tag = f"worker-start-{sig}-{time.monotonic_ns()}"
+    env = {**{k: v for k, v in os.environ.items() if k != "PREP_FAULT"}, TAG: tag}
+    run = subprocess.run([sys.executable, "-c", _SIGNAL_AS_A_WORKER_STARTS, sig, "--recipe", str(recipe),
+                          "--output", str(out), "--num-workers", "2", "--no-progress"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == code, run.stderr
+    assert_no_survivors(tag)
+    # read to its end: the resource tracker (a process of the run, sharing the pipe) wrote its warning there
+    assert run.stderr.splitlines() == [f"{describe(Terminated() if sig == 'SIGTERM' else KeyboardInterrupt())[0]}: "
+                                       "finished units are kept; re-run the same command to resume"]
+    rerun = run_prep(recipe, out, workers=2)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_complete(out, reference)
