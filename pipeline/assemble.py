@@ -41,6 +41,7 @@ import numpy as np
 
 from pipeline import faults, trace
 from pipeline.errors import PrepError
+from pipeline.interrupts import join_threads_named
 from pipeline.manifest import ShardInfo, read_idx_blocks, read_idx_header, write_idx_blocks
 from pipeline.shards import fsync_dir, named, part_intact
 
@@ -277,15 +278,9 @@ class _ShardBuild:
 
     def discard(self) -> None:
         self._lane.shutdown(wait=True)  # its steps see asm.stop and end between blocks
-        # A Ctrl-C raised while submit() started the thread (Thread.start waits for it to run) leaves the
-        # thread out of the pool's own list: shutdown() woke it but did not join it, and it may still be
-        # placing this shard (linking, journaling) after the run has let go of its lock
-        for t in threading.enumerate():
-            if t.name.startswith(self._lane_name + "_") and t is not threading.current_thread():
-                try:
-                    t.join()
-                except RuntimeError:  # not running yet (the Ctrl-C cut its start short): it ends on its
-                    pass              # own, at the shutdown's wake-up, after this build's queued steps
+        # its thread, if a Ctrl-C cut its start short, is not the pool's to join, and may still be placing
+        # this shard (linking, journaling) after the run has let go of its lock
+        join_threads_named(self._lane_name + "_")
         if self._syncing is not None:
             wait([self._syncing])  # (its error, if any, is moot now) before its descriptor is closed
             self._syncing = None

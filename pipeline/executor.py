@@ -538,7 +538,8 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         pool.shutdown(wait=True, cancel_futures=True)
         # freed now, not when the traceback goes: their semaphores are unlinked by finalizers that an
         # error exit (os._exit) would skip, and the resource tracker then warned of 5 leaked semaphores
-        del pool, queue, starts, procs
+        with deferred():  # a first Ctrl-C inside a finalizer was "ignored" there, with its traceback (see join)
+            del pool, queue, starts, procs
         raise
     # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.11 and 3.13), so a
     # later shutdown(wait=True) joins nothing: the thread that sends the workers their stop and joins
@@ -555,9 +556,15 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         # (and all freed once joined: the manager thread holds the pool's call and result queues, and
         # kept by this closure it left their 5 semaphores to the exit, which os._exit makes in prep,
         # the resource tracker warning of them: so it is reached through `keep` only)
-        if keep[0] is not None:
-            keep[0].join()
-        del keep[:]
+        # Deferred: a Ctrl-C that came while their finalizers ran (unlinking semaphores) was raised inside
+        # one, printed as "Exception ignored in: <Finalize object>" with its traceback, left a semaphore
+        # to the resource tracker's warning, and was otherwise lost (the run went on to exit 0)
+        try:
+            if keep[0] is not None:
+                keep[0].join()
+        finally:
+            with deferred():
+                del keep[:]
     keep = [manager, pool, queue, starts]
     return join
 

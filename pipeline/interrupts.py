@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-__all__ = ["Terminated", "stop_on_signals", "sigterm_as_interrupt", "deferred", "describe", "RESUME_HINT"]
+__all__ = ["Terminated", "stop_on_signals", "sigterm_as_interrupt", "deferred", "join_threads_named", "describe", "RESUME_HINT"]
 
 RESUME_HINT = "finished units are kept; re-run the same command to resume"
 
@@ -33,15 +33,14 @@ GRACE_S = 2.0  # seconds after a first signal in which more are ignored: a burst
 _first: list[float | None] = [None]  # time.monotonic() of the first signal since _stop was installed
 
 
-_deferring = [0, None]  # [depth of `deferred` sections in the main thread, the first signal they held]
+_deferring: list = [0, None]  # [depth of `deferred` sections in the main thread, the stop they held]
 
 
 def _stop(signum, frame):
-    if _deferring[0]:
-        if _deferring[1] is None:
-            _deferring[1] = signum
-        return  # raised as the section ends
     stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _first[0] is None and _deferring[0]:  # the first, inside a `deferred` section: raised as it ends
+        _first[0], _deferring[1] = time.monotonic(), stop  # (later ones: as below, so a hang still exits)
+        return
     if _first[0] is None:
         _first[0] = time.monotonic()
         raise stop
@@ -112,9 +111,22 @@ def deferred():
         yield
     finally:
         _deferring[0] -= 1
-        if not _deferring[0] and (signum := _deferring[1]) is not None:
+        if not _deferring[0] and (stop := _deferring[1]) is not None:
             _deferring[1] = None
-            _stop(signum, None)
+            raise stop
+
+
+def join_threads_named(prefix: str) -> None:
+    """Join every other thread whose name starts with `prefix` (a ThreadPoolExecutor's thread_name_prefix
+    and "_"). A Ctrl-C raised while the pool's submit() started a thread (Thread.start waits for it to
+    run) leaves the thread out of the pool's own list: its shutdown() wakes the thread but does not join
+    it. One whose start was cut short before it ran cannot be joined: it ends on its own, woken too."""
+    for t in threading.enumerate():
+        if t.name.startswith(prefix) and t is not threading.current_thread():
+            try:
+                t.join()
+            except RuntimeError:  # not started yet
+                pass
 
 
 def describe(stop: KeyboardInterrupt) -> tuple[str, int]:

@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.errors import STOPS_THE_RUN, PrepError
+from pipeline.interrupts import join_threads_named
 from pipeline.readers.base import WorkUnit, decode_errors, open_input, trailing_note
 from pipeline.readers.salvage import salvaging_reader
 
@@ -153,7 +154,9 @@ class Spooler:
         self._file_of = {u.index: k for k, us in files.items() for u in us}
         self._stop = threading.Event()
         threads = max(1, min(len(files), -(-workers // SPOOL_THREADS_PER_WORKERS)))
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="prep-spool") if files else None
+        # its own name: close() finds its threads by it (interrupts.join_threads_named)
+        self._threads_name = f"prep-spool-{id(self):x}"
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix=self._threads_name) if files else None
         seps, dialects = separators or {}, csv_dialects or {}
         try:
             for key, us in files.items():  # FIFO: the earliest unfinished file always has a thread
@@ -201,6 +204,7 @@ class Spooler:
         self._stop.set()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            join_threads_named(self._threads_name + "_")  # one the pool does not list (a Ctrl-C in its start)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- one file ---------------------------------------------------------------------------------

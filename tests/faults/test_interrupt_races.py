@@ -6,6 +6,7 @@ pipeline.executor.tokenize, hung after printing "interrupted" (the `prep` script
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ from tests.pipeline.test_assemble import _write_parts
 
 
 def _alive(prefix: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
 
 
 def _release(threads: list[threading.Thread]) -> None:
@@ -145,3 +146,59 @@ def test_a_signal_while_a_worker_starts_says_one_line_and_resumes(tmp_path, reci
     rerun = run_prep(recipe, out, workers=2)
     assert rerun.returncode == 0, rerun.stderr
     assert_complete(out, reference)
+
+
+# prep's console script, with a Ctrl-C sent to itself from inside the first multiprocessing finalizer that
+# unlinks a semaphore in the parent: the pool's queues freed once its workers are joined, after the units
+_SIGNAL_IN_A_SEMAPHORE_FINALIZER = """
+import os, signal, sys
+from multiprocessing import synchronize
+real, sent = synchronize.SemLock._cleanup, []
+def cleanup(name):
+    if not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+    real(name)
+synchronize.SemLock._cleanup = staticmethod(cleanup)
+from pipeline.launch import console
+sys.argv = ["prep", "tokenize", *sys.argv[1:]]
+console()
+"""
+
+
+def test_a_ctrl_c_while_the_pool_is_freed_stops_the_run_with_one_line(tmp_path, recipe, reference):
+    """It was raised inside the finalizer: "Exception ignored in: <Finalize object, dead>" and its traceback,
+    a semaphore left to the resource tracker's warning, and the Ctrl-C itself lost (the run exited 0)."""
+    out = tmp_path / "out"
+    tag = f"finalizer-{time.monotonic_ns()}"
+    env = {**{k: v for k, v in os.environ.items() if k != "PREP_FAULT"}, TAG: tag}
+    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_SEMAPHORE_FINALIZER, "--recipe", str(recipe),
+                          "--output", str(out), "--num-workers", "2", "--no-progress"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines() == ["interrupted: finished units are kept; re-run the same command to resume"]
+    assert_no_survivors(tag)
+    rerun = run_prep(recipe, out, workers=1)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_complete(out, reference)
+
+
+def test_a_signal_in_a_deferred_section_is_raised_at_its_end_and_a_later_one_still_exits(monkeypatch):
+    """interrupts.deferred: the first signal waits for the section's end; more within GRACE_S are ignored,
+    and one after it still ends the process at once (a cleanup that hangs is not made unstoppable)."""
+    from pipeline import interrupts
+
+    exits = []
+    monkeypatch.setattr(interrupts.os, "_exit", exits.append)
+    with interrupts.stop_on_signals():
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.deferred():
+                with interrupts.deferred():  # nested: raised at the outer one's end
+                    os.kill(os.getpid(), signal.SIGINT)
+                    os.kill(os.getpid(), signal.SIGINT)  # within the grace: ignored
+                reached_end = True
+        assert reached_end and exits == []
+        monkeypatch.setattr(interrupts, "_first", [time.monotonic() - 2 * interrupts.GRACE_S])
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert exits == [143]
