@@ -26,6 +26,7 @@ import os
 import pickle
 import signal
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -527,7 +528,7 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
             # a unit that finished just before the death comes out of the same wait()
             drain()
             raise PrepError(_worker_died(pool, running, {u.index: u for u in pending.values()})) from None
-    except BaseException:
+    except BaseException as error:
         # Ctrl-C, a dead worker, a full disk, a bad-record budget: stop everything now
         for fut in pending:
             fut.cancel()
@@ -538,6 +539,9 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
         pool.shutdown(wait=True, cancel_futures=True)
         # freed now, not when the traceback goes: their semaphores are unlinked by finalizers that an
         # error exit (os._exit) would skip, and the resource tracker then warned of 5 leaked semaphores
+        # (and the frames the error came through hold them too: a Ctrl-C raised inside queue.get_nowait() kept
+        # that queue, whose 3 semaphores the resource tracker warned of)
+        _clear_finished_frames(error)
         with deferred():  # a first Ctrl-C inside a finalizer was "ignored" there, with its traceback (see join)
             del pool, queue, starts, procs
         raise
@@ -567,6 +571,16 @@ def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_
                 del keep[:]
     keep = [manager, pool, queue, starts]
     return join
+
+
+def _clear_finished_frames(error: BaseException) -> None:
+    """Drop the locals of the frames that `error` and the errors it was raised while handling came through
+    and that have finished (the one handling it goes on running: its frame is left as it is)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)  # skips frames still running (RuntimeError)
+        error = error.__context__
 
 
 _FORKSERVER_DIED = (

@@ -202,3 +202,38 @@ def test_a_signal_in_a_deferred_section_is_raised_at_its_end_and_a_later_one_sti
         with interrupts.deferred():
             os.kill(os.getpid(), signal.SIGTERM)
         assert exits == [143]
+
+
+# prep's console script, with a Ctrl-C sent to itself from inside the first non-blocking get of the progress
+# queue (executor._run_pool's drain, between units)
+_SIGNAL_IN_A_QUEUE_GET = """
+import os, signal, sys
+from multiprocessing import queues
+real, sent = queues.Queue.get, []
+def get(self, block=True, timeout=None):
+    if not sent and not block:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(self, block, timeout)
+queues.Queue.get = get
+from pipeline.launch import console
+sys.argv = ["prep", "tokenize", *sys.argv[1:]]
+console()
+"""
+
+
+def test_a_ctrl_c_inside_a_queue_method_frees_that_queue(tmp_path, recipe, reference):
+    """The KeyboardInterrupt's traceback held the frame of Queue.get, so the queue outlived the pool's
+    cleanup, and the exit (os._exit) left its 3 semaphores to the resource tracker's warning."""
+    out = tmp_path / "out"
+    tag = f"queue-get-{time.monotonic_ns()}"
+    env = {**{k: v for k, v in os.environ.items() if k != "PREP_FAULT"}, TAG: tag}
+    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_QUEUE_GET, "--recipe", str(recipe),
+                          "--output", str(out), "--num-workers", "2", "--no-progress"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines() == ["interrupted: finished units are kept; re-run the same command to resume"]
+    assert_no_survivors(tag)
+    rerun = run_prep(recipe, out, workers=2)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_complete(out, reference)
