@@ -44,6 +44,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pipeline import faults
 from pipeline.errors import STOPS_THE_RUN, PrepError
 from pipeline.interrupts import join_threads_named
 from pipeline.readers.base import WorkUnit, decode_errors, open_input, trailing_note
@@ -254,6 +255,7 @@ class Spooler:
     def _close(self, out, unit: WorkUnit, written: set[int]) -> None:
         if out is None:
             return
+        faults.charge_write(out.tell(), self.window(unit) + ".tmp")  # tests: a full disk (PREP_FAULT=enospc)
         out.close()
         os.replace(self.window(unit) + ".tmp", self.window(unit))  # whole windows only: the worker opens the final name
         written.add(unit.index)
