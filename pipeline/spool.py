@@ -37,6 +37,8 @@ units only.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import threading
@@ -63,6 +65,10 @@ SPOOL_THREADS_PER_WORKERS = 8  # files spooled at once: one per this many worker
 
 # a spooling error's kind, by the name its .error file's first line gives (wait_window); others are PrepError
 _STOPPING_KINDS = {kind.__name__: kind for kind in STOPS_THE_RUN}
+
+# a window that could not be written for a full disk (or quota): its .error's kind is "DiskFull <errno>"
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL_KIND = "DiskFull"
 
 HEADER = 8  # a window file starts with its first byte's offset in the stream (uint64, little-endian)
 NOTE = ".note"  # beside the window that ends the stream: bytes after its last member (WindowFile.trailing_note)
@@ -127,6 +133,9 @@ def wait_window(unit: WorkUnit) -> str:
         except FileNotFoundError:
             pass
         else:
+            if kind.startswith(DISK_FULL_KIND + " "):  # raised as the write's own error, in this process
+                code = int(kind.split()[1])
+                raise OSError(code, os.strerror(code), message)
             raise _STOPPING_KINDS.get(kind, PrepError)(message)
         time.sleep(delay)
         delay = min(2 * delay, 0.02)
@@ -226,6 +235,15 @@ class Spooler:
             # in a worker; as a plain PrepError its units failed and the run finished without their documents
             # (by its STOPS_THE_RUN class: a subclass's name, url_reads.InputChanged, was no kind here)
             kind = next((k.__name__ for k in STOPS_THE_RUN if isinstance(e, k)), "")
+            if (full := _disk_full(e)) is not None:
+                # the output's disk, not the input: it stops the run as a full disk does anywhere (the
+                # executor's one line, then a resume). It was a unit's error (read as the input's damage:
+                # "corrupt or truncated input ... replace the file"), and under `skip` the run finished
+                # without the units from there on, left out for good (failed_units)
+                kind, message = f"{DISK_FULL_KIND} {full.errno}", str(full.filename or self.dir)
+                for u in units:  # the partial window goes first: the space it took lets the .error be written
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.window(u) + ".tmp")
             for u in units:
                 if u.index in self._todo and u.index not in written:
                     _write_atomic(self.window(u) + ".error", f"{kind}\n{message}".encode())
@@ -393,6 +411,17 @@ class Spooler:
             writer.close()
         if current is not None:
             self._close(out, current, written)
+
+
+def _disk_full(error: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT that `error` is, or was raised while handling (the decoder's error handling,
+    readers.base.decode_errors, turns any OSError into the input's damage): only writes fail so."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, OSError) and error.errno in DISK_FULL:
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 class _Stopped(Exception):

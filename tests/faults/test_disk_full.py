@@ -160,3 +160,29 @@ def test_manifest_rewrite_on_full_disk_keeps_the_old_one_whole(small_disk, refer
     assert e.value.errno == errno.ENOSPC and "manifest.json.tmp" in str(e.value.filename)
     assert (out / "manifest.json").read_bytes() == old
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+@pytest.mark.parametrize("budget,workers", [(100_000, 2), (150_000, 3)])
+def test_disk_full_while_spooling_a_compressed_file_stops_the_run(tmp_path, corpus, budget, workers):
+    """A .zst cut into ranges is decompressed by the parent into window files (pipeline.spool); a window
+    write that hit ENOSPC was read as the input's damage ("corrupt or truncated input ... replace the
+    file"): the units from there on failed, and the run finished without their documents for good
+    (failed_units). Now it stops the run like any full disk, and the re-run gives a clean run's bytes."""
+    import zstandard
+    from faultkit import snapshot, write_recipe
+
+    packed = tmp_path / "small.jsonl.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(corpus.read_bytes()))
+    recipe = write_recipe(tmp_path, packed)
+    clean = run_prep(recipe, tmp_path / "clean", workers=1)
+    assert clean.returncode == 0, clean.stderr
+    out = tmp_path / "out"
+    tag = f"enospc-spool-{time.monotonic_ns()}"
+    r = run_prep(recipe, out, workers=workers, fault=f"enospc:{budget}", tag=tag)  # in the parent: the windows
+    _check_failed_cleanly(r.returncode, r.stderr, "/.prep/spool/u")
+    assert "corrupt" not in r.stderr, r.stderr
+    assert_no_survivors(tag)
+    assert [e["unit"] for e in journal_lines(out) if e["status"] != "ok"] == []  # no unit failed for it
+    rerun = run_prep(recipe, out, workers=workers)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_complete(out, snapshot(tmp_path / "clean"))
