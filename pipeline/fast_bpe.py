@@ -356,7 +356,8 @@ def build_tiktoken_engines(bpe: ByteLevelBPE, join_id: int | None = None, plain_
     (added_tokens.PlainAddedTokens) cut out in Python in front of it (tiktoken's own special-token
     matching is not leftmost-longest); `join_id`: the id it gives joined.SEPARATOR, the one special
     token it splits the text at. Joined, 100 K paragraphs (SmolLM layout, one process):
-    1.54-2.02 against 2.06-2.46 s one call per document."""
+    1.54-2.02 against 2.06-2.46 s one call per document. Both raise tiktoken_encode.RegexLimit on a
+    text tiktoken's regex refuses (a whitespace run of ~1 M characters): give it to tokenizers."""
     import tiktoken
     if not isinstance(bpe.pat_str, str):
         raise ValueError(f"tiktoken runs one regex, not {len(bpe.pat_str)} Split regexes in sequence")
@@ -366,8 +367,10 @@ def build_tiktoken_engines(bpe: ByteLevelBPE, join_id: int | None = None, plain_
     enc = tiktoken.Encoding(name, pat_str=bpe.pat_str, mergeable_ranks=bpe.mergeable_ranks, special_tokens=special)
     joins = join_id is not None
     # as gigatoken's, the one-document call gives the separator its id too (the Encoder sends a text
-    # holding it to tokenizers), so a batch holding a non-special token is cut through that call
-    encode = tiktoken_array_encoder(enc, {joined.SEPARATOR} if joins else ())
+    # holding it to tokenizers), so a batch holding a non-special token is cut through that call. A
+    # text past tiktoken's regex limit raises tiktoken_encode.RegexLimit: `regex`'s split of it is not
+    # proven to match tokenizers (newer Unicode tables), so the Encoder gives it to tokenizers
+    encode = tiktoken_array_encoder(enc, {joined.SEPARATOR} if joins else (), split_past_limit=False)
     nfc = bpe.normalizer == "NFC"
     one = _nfc(encode) if nfc else encode
     if plain_added is not None:

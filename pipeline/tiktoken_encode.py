@@ -13,6 +13,14 @@ are written for, which has no such limit), and each piece goes through tiktoken'
 byte-pair encoding: the same pieces, so the same ids as `tokenizers` (tests/pipeline/
 test_tiktoken_long_runs.py). 1.5 M spaces: 0.06 s; 5 MB of runs: 0.7 s. Only a text tiktoken refused
 takes this path, so no other document pays for it.
+
+That holds only where `regex` classes every character as tiktoken and `tokenizers` do, and `regex`
+follows a newer Unicode than tokenizers 0.23: a refused text that also held U+A7CE (Unicode 16) or
+U+323B0 (Unicode 17) before "'s" was split [U+A7CE]['s] here and [U+A7CE'][s] by tokenizers, and
+written with other ids, unnoticed (found by tests/pipeline/test_fast_path_fuzz.py). So an engine that
+stands in for a tokenizer.json (fast_bpe.build_tiktoken_engines) raises `RegexLimit` instead, and the
+Encoder gives that document to tokenizers itself (1.5 M spaces: ~0.5 s); only a `tiktoken:<name>`
+encoding, which has no other engine, takes the split here.
 """
 
 from __future__ import annotations
@@ -22,13 +30,20 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["tiktoken_array_encoder", "encode_split_in_python"]
+__all__ = ["RegexLimit", "tiktoken_array_encoder", "encode_split_in_python"]
 
 _REGEX_ERROR = "Regex error"  # the start of tiktoken's ValueError for a failed pre-tokenization
 
 
-def tiktoken_array_encoder(enc, allowed: Iterable[str] = ()) -> Callable[[str], np.ndarray]:
+class RegexLimit(ValueError):
+    """tiktoken's regex refused a text (a whitespace run of ~1 M characters); raised instead of
+    splitting it in Python where the caller has the reference engine to give it to."""
+
+
+def tiktoken_array_encoder(enc, allowed: Iterable[str] = (), split_past_limit: bool = True) -> Callable[[str], np.ndarray]:
     """text -> uint32 ids, special-token strings as plain text (= encode_ordinary) but those `allowed`.
+    A text tiktoken's regex refuses is split with `regex` (`encode_split_in_python`), or with
+    `split_past_limit` False raises RegexLimit (see the module docstring).
 
     encode_to_numpy returns tiktoken's own buffer: no Python int per token, 1.5x encode_ordinary
     on one core here (8.9 vs 5.9 MB/s, GPT-2, technical English)."""
@@ -40,6 +55,8 @@ def tiktoken_array_encoder(enc, allowed: Iterable[str] = ()) -> Callable[[str], 
         except ValueError as e:
             if not str(e).startswith(_REGEX_ERROR):
                 raise
+            if not split_past_limit:
+                raise RegexLimit(str(e)) from None
             return encode_split_in_python(enc, text, allowed)
     return encode
 

@@ -41,6 +41,7 @@ import numpy as np
 from pipeline import hub, joined, tokenizer_cache, unicode_gaps
 from pipeline.errors import PrepError
 from pipeline.recipe import TokenizerConfig
+from pipeline.tiktoken_encode import RegexLimit
 
 log = logging.getLogger("prep")
 
@@ -198,7 +199,10 @@ class Encoder:
         referred = self._gaps.find(texts) if self._gaps is not None else []
         if (self._encode_joined is not None and not referred and len(texts) > 1
                 and (sum(map(len, texts)) if chars is None else chars) < joined.JOIN_MEAN_CHARS * len(texts)):
-            together = self._encode_joined(texts)
+            try:
+                together = self._encode_joined(texts)
+            except RegexLimit:  # one document at a time below, the refused one by tokenizers
+                together = None
             if together is not None:
                 if self._verify_left > 0:
                     self._verify(texts, joined.split_documents(*together), ())
@@ -206,7 +210,11 @@ class Encoder:
                 return self._from_joined(*together, dtype)
         if self._encode_joined is not None:  # the engine gives the separator's id for its text
             referred = sorted({*referred, *joined.holding_separator(texts)})
-        arrays = list(map(self._encode_one, texts))
+        try:
+            arrays = list(map(self._encode_one, texts))
+        except RegexLimit:  # rare (a whitespace run of ~1 M characters): tiktoken refused a document
+            arrays, refused = self._encode_each(texts)
+            referred = sorted({*referred, *refused})
         for i in referred:  # rare: characters newer than tokenizers' Unicode tables, or joined.SEPARATOR
             arrays[i] = np.array(self._reference_encoder().encode(texts[i], add_special_tokens=False).ids,
                                  dtype=np.uint32)
@@ -215,6 +223,17 @@ class Encoder:
             self._verify(texts, arrays, referred)
         self._check_memory()
         return self._from_arrays(arrays, dtype)
+
+    def _encode_each(self, texts: list[str]) -> tuple[list[np.ndarray | None], list[int]]:
+        """(the engine's ids per text, None where its regex refused the text; the indexes of those):
+        they go to tokenizers, whose ids they must have (tiktoken_encode.RegexLimit)."""
+        arrays: list[np.ndarray | None] = []
+        for text in texts:
+            try:
+                arrays.append(self._encode_one(text))
+            except RegexLimit:
+                arrays.append(None)
+        return arrays, [i for i, a in enumerate(arrays) if a is None]
 
     def _check_memory(self) -> None:
         if self._rss_limit and _rss_bytes() > self._rss_limit:
