@@ -169,16 +169,22 @@ console()
 def test_a_ctrl_c_while_the_pool_is_freed_stops_the_run_with_one_line(tmp_path, recipe, reference):
     """It was raised inside the finalizer: "Exception ignored in: <Finalize object, dead>" and its traceback,
     a semaphore left to the resource tracker's warning, and the Ctrl-C itself lost (the run exited 0)."""
+    _interrupted_then_resumed(tmp_path, recipe, reference, _SIGNAL_IN_A_SEMAPHORE_FINALIZER, "finalizer", 1)
+
+
+def _interrupted_then_resumed(tmp_path, recipe, reference, script: str, tag: str, rerun_workers: int) -> None:
+    """Run `script` (a prep command whose Ctrl-C it places) on 2 workers: exit 130 with the one line, no
+    process left; then a re-run on `rerun_workers` finishes the dataset as a clean run makes it."""
     out = tmp_path / "out"
-    tag = f"finalizer-{time.monotonic_ns()}"
+    tag = f"{tag}-{time.monotonic_ns()}"
     env = {**{k: v for k, v in os.environ.items() if k != "PREP_FAULT"}, TAG: tag}
-    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_SEMAPHORE_FINALIZER, "--recipe", str(recipe),
+    run = subprocess.run([sys.executable, "-c", script, "--recipe", str(recipe),
                           "--output", str(out), "--num-workers", "2", "--no-progress"],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 130, run.stderr
     assert run.stderr.splitlines() == ["interrupted: finished units are kept; re-run the same command to resume"]
     assert_no_survivors(tag)
-    rerun = run_prep(recipe, out, workers=1)
+    rerun = run_prep(recipe, out, workers=rerun_workers)
     assert rerun.returncode == 0, rerun.stderr
     assert_complete(out, reference)
 
@@ -225,18 +231,7 @@ console()
 def test_a_ctrl_c_inside_a_queue_method_frees_that_queue(tmp_path, recipe, reference):
     """The KeyboardInterrupt's traceback held the frame of Queue.get, so the queue outlived the pool's
     cleanup, and the exit (os._exit) left its 3 semaphores to the resource tracker's warning."""
-    out = tmp_path / "out"
-    tag = f"queue-get-{time.monotonic_ns()}"
-    env = {**{k: v for k, v in os.environ.items() if k != "PREP_FAULT"}, TAG: tag}
-    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_QUEUE_GET, "--recipe", str(recipe),
-                          "--output", str(out), "--num-workers", "2", "--no-progress"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 130, run.stderr
-    assert run.stderr.splitlines() == ["interrupted: finished units are kept; re-run the same command to resume"]
-    assert_no_survivors(tag)
-    rerun = run_prep(recipe, out, workers=2)
-    assert rerun.returncode == 0, rerun.stderr
-    assert_complete(out, reference)
+    _interrupted_then_resumed(tmp_path, recipe, reference, _SIGNAL_IN_A_QUEUE_GET, "queue-get", 2)
 
 
 # a Ctrl-C that arrives while orjson is being imported, inside a command (stop_on_signals): the finder

@@ -35,6 +35,8 @@ from tests.conftest import GPT2_DIR
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
+from tests.pipeline.test_fast_tokenizer import _train_sentencepiece as train_sentencepiece  # noqa: E402
+
 TRAIN_TEXT = [
     "The quick brown fox jumps over the lazy dog. Don't panic; it's only 42 tokens, isn't it? I'LL SEE HE'S",
     "def tokenize(text):\n    return [ord(c) for c in text]  # 1234567890\n\n",
@@ -60,20 +62,7 @@ def _train(pre_tokenizer, normalizer=None) -> dict:
 def _train_sentencepiece(metaspace: str | None) -> dict:
     """Llama 2's layout: <unk> <s> </s>, then <0x00>..<0xFF> (byte fallback), then the learned tokens;
     "▁" for spaces through Prepend + Replace (metaspace None) or a Metaspace pre-tokenizer."""
-    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
-    if metaspace:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=metaspace, split=True)
-    else:
-        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
-    trainer = trainers.BpeTrainer(vocab_size=700, show_progress=False, special_tokens=["<unk>", "<s>", "</s>"])
-    tok.train_from_iterator(TRAIN_TEXT, trainer)
-    d = json.loads(tok.to_str())
-    learned = [t for t, _ in sorted(d["model"]["vocab"].items(), key=lambda kv: kv[1]) if t not in ("<unk>", "<s>", "</s>")]
-    order = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *learned]
-    d["model"]["vocab"] = {t: i for i, t in enumerate(order)}
-    for t in d["added_tokens"]:
-        t["id"] = d["model"]["vocab"][t["content"]]
-    return d
+    return json.loads(train_sentencepiece(metaspace is not None, 700, metaspace or "first"))
 
 
 def _split(*patterns: str):

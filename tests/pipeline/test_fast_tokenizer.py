@@ -58,13 +58,13 @@ def _train(pre_tokenizer, normalizer=None, vocab_size=700) -> str:
     return tok.to_str()
 
 
-def _train_sentencepiece(metaspace: bool, vocab_size=600) -> str:
+def _train_sentencepiece(metaspace: bool, vocab_size=600, prepend_scheme: str = "first") -> str:
     """A SentencePiece BPE as converted to tokenizer.json: byte fallback to <0xNN> tokens (ids 3-258
     after <unk> <s> </s>, Llama 2's layout) and "▁" for spaces, through Llama 2's Prepend + Replace
     normalizer or a Metaspace pre-tokenizer (newer conversions)."""
     tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     if metaspace:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True)
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend_scheme, split=True)
     else:
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=["<unk>", "<s>", "</s>"])

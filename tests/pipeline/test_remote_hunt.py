@@ -19,29 +19,12 @@ from pipeline.executor import tokenize
 from pipeline.readers import base, plan_units
 from pipeline.recipe import Recipe
 from tests.conftest import DEMO_TOKENIZER, demo_texts, read_split
+from tests.pipeline.test_http import _RangeHandler
 
 
-class _CountingRangeHandler(SimpleHTTPRequestHandler):
+class _CountingRangeHandler(_RangeHandler):
     """Python's file server plus `Range: bytes=a-b` (206), as S3 or nginx answer; each GET's body
     bytes are added to `served` (per path) on the server."""
-
-    def send_head(self):
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        path = Path(self.translate_path(self.path))
-        if m is None or not path.is_file():
-            return super().send_head()
-        data = path.read_bytes()
-        a = int(m.group(1))
-        b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
-        if a >= len(data):
-            self.send_error(416)
-            return None
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
-        self.send_header("Content-Length", str(b - a + 1))
-        self.send_header("Accept-Ranges", "bytes")
-        self.end_headers()
-        return io.BytesIO(data[a:b + 1])
 
     def copyfile(self, source, outputfile):
         data = source.read()
@@ -49,9 +32,6 @@ class _CountingRangeHandler(SimpleHTTPRequestHandler):
             with self.server.lock:
                 self.server.served[self.path] = self.server.served.get(self.path, 0) + len(data)
         outputfile.write(data)
-
-    def log_message(self, *args):
-        pass
 
 
 class _Server(ThreadingHTTPServer):
