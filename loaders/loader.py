@@ -31,7 +31,7 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
-from .rank_settings import RankSettings
+from .rank_settings import PER_RANK_SUSPECTS, RankSettings
 from .ranks import RankSource, process_group
 from .shards import TokenShards
 
@@ -361,12 +361,11 @@ class MemmapLoader:
                 or process_group() != (self.rank, self.world_size):
             return
         c = self.plan.order_fields()
-        if self._rank_settings is None:
-            self._rank_settings = RankSettings({"datasets": c["datasets"], "split": self.config.split,
-                                                "mode": self.config.mode})
-        self._rank_settings.check(self.rank, {
-            **dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
-            "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed})
+        settings = {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
+                    "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed}
+        if self._rank_settings is None:  # its identity: all but what may wrongly differ per rank
+            self._rank_settings = RankSettings({k: v for k, v in settings.items() if k not in PER_RANK_SUSPECTS})
+        self._rank_settings.check(self.rank, settings)
 
     def _pass_position(self) -> tuple[int, int]:
         """(epoch, units consumed) of the open pass, else of the pass the next `for` starts: a position at

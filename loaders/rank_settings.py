@@ -13,10 +13,13 @@ rank is first, every rank that differs from it is told at its first pass (a rank
 0's settings missed them when it started first, and a one-pass job never looked again). Cost: one
 request per rank and loader, ~30 us on a loopback store.
 
-Which loaders are compared: the n-th to start a pass in each process among those over the same data,
-split and mode. A loader read on one rank alone over the same data and mode (a peek at a batch),
-started before the training loader, shifts that count: the error then says to give it rank=0,
-world_size=1, which takes it out of the comparison.
+Which loaders are compared: the n-th to start a pass in each process among those of the same identity:
+the data and every setting but PER_RANK_SUSPECTS, the ones a script wrongly sets per rank. A loader
+read on one rank alone (an evaluation, a peek) with another shape (batch_size, seq_len, split, mode)
+pairs with nothing (review: keyed by data, split and mode alone, a rank-0 evaluation over the training
+split took the place of the next training loader, refused hours into a sound job); one with the
+training loader's very shape, started before it, shifts that count: the error then says to give it
+rank=0, world_size=1, which takes it out of the comparison.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ import torch.distributed as dist
 
 from pipeline.errors import PrepError
 
-__all__ = ["RankSettings"]
+__all__ = ["RankSettings", "PER_RANK_SUSPECTS"]
+
+# settings compared between ranks but no part of a loader's identity: those scripts set per rank by
+# mistake (a seed of base + rank, a flag on one rank, an epoch size from a rank's share, a state
+# loaded on some ranks only)
+PER_RANK_SUSPECTS = ("seed", "shuffle", "samples_per_epoch", "epoch", "consumed")
 
 # loaders that started a pass in this process, per identity
 _STARTED: dict[str, int] = {}

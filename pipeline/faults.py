@@ -77,12 +77,15 @@ def point(name: str) -> None:
 
 
 def charge_write(nbytes: int, path) -> None:
-    """Raise ENOSPC (as a full disk would) once this process has written more than the armed budget."""
+    """Raise ENOSPC (as a full disk would) once this process has written more than the armed budget:
+    with no file name, as write(2)'s error has none, so the callers' own naming of the file is tested
+    (review: a spooled window's full disk named only the spool folder, unseen while this named `path`).
+    `path`: the file being written, for the reader of a call site."""
     if not _budget:
         return
     _budget[0] -= nbytes
     if _budget[0] < 0:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 configure(os.environ.get(ENV))

@@ -187,7 +187,9 @@ def _load_log(path: Path, url: str) -> dict:
         log = json.loads(path.read_text())
     except (OSError, ValueError):
         log = {}
-    return log if log.get("url") == url else {"url": url, "files": {}}
+    # s3://b/ds/ and s3://b/ds are one output and one staging folder (default_staging_dir): compared as
+    # spelled, an upload stopped under one was refused as foreign files under the other (review)
+    return log if str(log.get("url", "")).rstrip("/") == url.rstrip("/") else {"url": url, "files": {}}
 
 
 def upload_dataset(local: Path, fs, root: str, manifest: Manifest, url: str) -> int:

@@ -138,7 +138,10 @@ def _each_once(files: list[str], path) -> list[str]:
 # secret keys hold "/", so the host is not where urlsplit ends the authority) or a bare `token@`. Not
 # credentials: a "@" in the path (hf://datasets/org/name@revision/...), also after a port
 # (http://localhost:8000/u@x.jsonl: a ":" then digits then "/" is a port) or an IPv6 host ([::1]:8000)
-_CREDENTIALS = re.compile(r"^[A-Za-z][\w+.-]*://(?:[^/?#@\[]*:(?!\d*(?:[/?#]|$))[^@]*|[^/?#@:\[]+)@")
+_CREDENTIALS = re.compile(r"^[A-Za-z][\w+.-]*://(?:[^/?#@\[]*:[^@]*|[^/?#@:\[]+)@")
+# where a host may carry a port (http, https, ftp, ws...): `host:8000/u@x` is a port then a path; elsewhere
+# (s3, gs, az, hf: no ports) a secret of digits then "/" (AWS keys: base64, "/" included) is one (review)
+_PORT_THEN_PATH = re.compile(r"^(?:https?|ftps?|wss?)://[^/?#@\[]*:\d{1,5}(?:[/?#]|$)", re.IGNORECASE)
 
 
 def refuse_url_credentials(url: str, field: str) -> None:
@@ -146,7 +149,7 @@ def refuse_url_credentials(url: str, field: str) -> None:
     refused before anything reads it: the path is the recipe's, written as given into the manifest, the
     plan and every message naming the file (a password was in manifest.json and in each error). The
     message shows the URL with all up to its last "@" masked (a path's "@" after it masks more, never less)."""
-    if not _CREDENTIALS.match(url):
+    if not _CREDENTIALS.match(url) or _PORT_THEN_PATH.match(url):  # a host, its port, then a path: no userinfo
         return
     scheme, _, rest = url.partition("://")
     masked = f"{scheme}://***@{rest[rest.rindex('@') + 1:]}"  # a path's or query's "@" after it: masks more

@@ -240,7 +240,9 @@ class Spooler:
                 # executor's one line, then a resume). It was a unit's error (read as the input's damage:
                 # "corrupt or truncated input ... replace the file"), and under `skip` the run finished
                 # without the units from there on, left out for good (failed_units)
-                kind, message = f"{DISK_FULL_KIND} {full.errno}", str(full.filename or self.dir)
+                # a real ENOSPC from write() names no file (filename None): the window being written (review)
+                writing = next((self.window(u) + ".tmp" for u in units if u.index not in written), str(self.dir))
+                kind, message = f"{DISK_FULL_KIND} {full.errno}", str(full.filename or writing)
                 for u in units:  # the partial window goes first: the space it took lets the .error be written
                     with contextlib.suppress(OSError):
                         os.unlink(self.window(u) + ".tmp")

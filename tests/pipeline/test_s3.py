@@ -157,6 +157,31 @@ def test_upload_sends_manifest_last_and_resumes(tmp_path, demo_tokenizer, monkey
     assert len(sent) == n_files and first == 2
 
 
+def test_an_upload_stopped_under_one_spelling_resumes_under_the_other(tmp_path, demo_tokenizer, monkeypatch):
+    """memory://b/ds/ and memory://b/ds are one output and one staging folder, but the upload log was
+    compared as spelled: the files the first run sent were taken for foreign ones and the resume refused
+    (review)."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the default staging folder, per URL
+    fs = fsspec.filesystem("memory")
+    sent = []
+    _fail_put(monkeypatch, fs, at=3, sent=sent)
+    recipe = {"name": "s", "source": {"path": str(tmp_path / "c.jsonl")}, "tokenizer": {"path": str(demo_tokenizer)},
+              "num_workers": 1}
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(300) if t))
+    with pytest.raises(PrepError, match="upload to memory://prep-slash/ds/ failed"):
+        tokenize(Recipe.from_dict({**recipe, "output": {"dir": "memory://prep-slash/ds/", "shard_tokens": 5_000}}),
+                 show_progress=False)
+    first = len(sent)
+    tokenize(Recipe.from_dict({**recipe, "output": {"dir": "memory://prep-slash/ds", "shard_tokens": 5_000}}),
+             show_progress=False)
+    names = ["/".join(x) for x in sent]
+    assert first == 2 and names[-1].endswith("manifest.json") and len(names) == len(set(names))  # none sent twice
+    assert fs.exists("/prep-slash/ds/manifest.json")
+
+
 def _memory_recipe(tmp_path, demo_tokenizer, url: str, stage: str = "stage", top: dict | None = None,
                    **source) -> Recipe:
     corpus = tmp_path / "c.jsonl"
