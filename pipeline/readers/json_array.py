@@ -308,9 +308,9 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
     if not isinstance(records, list) or one_line and not (records and all(isinstance(r, (dict, Malformed))
                                                                           for r in records)):
         return None
-    if one_line and (values := _json_lines(body[end:])) is not None:
-        # JSON Lines from here, every line JSON: read at orjson's pace (review: the value walk below, a
-        # Python regex pass over every string and bracket, read 50 MB of lines in 2.5 s, not 0.15 s)
+    if one_line and (values := _lines_unless_spanning(body[end:])) is not None:
+        # JSON Lines from here: read a line at a time (review: the value walk below, a Python regex pass
+        # over every string and bracket, read 50 MB of lines in 2.5 s, not 0.15 s)
         return records + _flattened(values)
     at = end
     while (at := _GAP.match(body, at).end()) < len(body) and body[at] in b"[{":
@@ -318,8 +318,7 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
         value, _ = parse(body[at:stop], place.shifted(lead + at)) if stop > 0 else (None, "")
         if value is None:
             break
-        records += value if isinstance(value, list) else [_strict(dict(value)) if type(value) is _LenientObject
-                                                          else value]
+        records += _flattened([_strict(dict(value)) if type(value) is _LenientObject else value])
         end = at = stop
     rest = body[at:].rstrip(_WHITESPACE)
     if not rest:
@@ -345,25 +344,31 @@ def _value_end(body: bytes, at: int) -> int:
     return -1
 
 
-def _json_lines(data: bytes) -> list | None:
-    """The values of `data`'s non-blank lines when every line is JSON (orjson over all lines at once:
-    200,000 lines in ~0.35 s), else None: a pretty-printed value after a one-line array (`cat a.json
-    b.json`, b indented) spans lines, and the value walk reads it (review: split into lines, each was a
-    reject)."""
+def _lines_unless_spanning(data: bytes) -> list | None:
+    """The values of `data`'s non-blank lines (a line that is not JSON a Malformed), or None when a line
+    that is not JSON opens like an array or object: a pretty-printed value after a one-line array (`cat
+    a.json b.json`, b indented) spans lines, and the value walk reads it (review: split into lines, each
+    was a reject). orjson over all lines at once when every one parses: 200,000 lines in ~0.35 s; else a
+    line at a time (a NaN that json.dump wrote, a damaged line), not the walk (6x slower)."""
     lines = [line for line in data.split(b"\n") if line.strip(_WHITESPACE)]
     try:
         return list(map(orjson.loads, lines))
     except orjson.JSONDecodeError:
-        return None
+        pass
+    values = list(map(_line_value, lines))
+    spans = any(type(v) is Malformed and line.lstrip(_WHITESPACE)[:1] in (b"[", b"{") for v, line in zip(values, lines))
+    return None if spans else values
 
 
 def _flattened(values: list) -> list:
-    """Records of JSON Lines values after an array on one line: a line that is an array of objects gives
-    its objects, as the first line did (review: one after a bad line was one record, a missing_field
-    reject, its documents lost); any other value is one record, as JSON Lines reads it."""
+    """Records of JSON values after the file's first array: an array of objects gives its objects, as the
+    first array did (review: one after a bad line was one record, a missing_field reject, its documents
+    lost); any other value is one record (`[1, 2]` and `[]` too, on the walk as on JSON Lines: their
+    count moved the positions after them, which the train/val split hashes)."""
     if not any(type(v) is list for v in values):
         return values
-    return [r for v in values for r in (v if type(v) is list and v and all(isinstance(x, dict) for x in v) else [v])]
+    return [r for v in values
+            for r in (v if type(v) is list and v and all(isinstance(x, (dict, Malformed)) for x in v) else [v])]
 
 
 def _line_value(line: bytes):

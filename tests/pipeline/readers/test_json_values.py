@@ -70,6 +70,19 @@ def test_every_line_that_is_an_array_of_records_after_one_gives_its_records(tmp_
     assert [(r["row"], r["reason"]) for r in bad] == [(3, "malformed_json")]
 
 
+def test_a_bad_line_after_a_one_line_array_moves_no_other_records_position(tmp_path):
+    """After a one-line array, a line `[1, 2]` was one record while every line was JSON, but two (and `[]`
+    none) once a bad line sent the rest through the value walk: the positions after it, which the
+    train/val split hashes, moved with a bad line elsewhere in the file (review)."""
+    path = tmp_path / "a.jsonl"
+    good = '[{"text": "a"}]\n[1, 2]\n[]\n{"text": "b"}\n'
+    for body, bad_rows in ((good, []), (good + '{"text": broken\n', [(4, "malformed_json")])):
+        path.write_text(body)
+        _, texts, positions, bad = read_all(SourceConfig(path=str(path)))
+        assert texts == ["a", "b"] and positions == [0, 3]
+        assert [(r["row"], r["reason"]) for r in bad] == [(1, "missing_field"), (2, "missing_field"), *bad_rows]
+
+
 @pytest.mark.parametrize("layout", ["array", "jq objects", "records_field"])
 def test_a_nesting_reject_names_the_line_of_the_file(tmp_path, layout):
     """orjson's "line 1 column 1,045" counted inside the deep record, whichever line of the file it was
