@@ -75,12 +75,13 @@ def test_a_bad_line_after_a_one_line_array_moves_no_other_records_position(tmp_p
     none) once a bad line sent the rest through the value walk: the positions after it, which the
     train/val split hashes, moved with a bad line elsewhere in the file (review)."""
     path = tmp_path / "a.jsonl"
-    good = '[{"text": "a"}]\n[1, 2]\n[]\n{"text": "b"}\n'
-    for body, bad_rows in ((good, []), (good + '{"text": broken\n', [(4, "malformed_json")])):
-        path.write_text(body)
-        _, texts, positions, bad = read_all(SourceConfig(path=str(path)))
-        assert texts == ["a", "b"] and positions == [0, 3]
-        assert [(r["row"], r["reason"]) for r in bad] == [(1, "missing_field"), (2, "missing_field"), *bad_rows]
+    for extra in ("[1, 2]", "[]"):
+        good = f'[{{"text": "a"}}]\n{extra}\n{{"text": "b"}}\n'
+        for body, bad_rows in ((good, []), (good + '{"text": broken\n', [(3, "malformed_json")])):
+            path.write_text(body)
+            _, texts, positions, bad = read_all(SourceConfig(path=str(path)))
+            assert texts == ["a", "b"] and positions == [0, 2], (extra, body)
+            assert [(r["row"], r["reason"]) for r in bad] == [(1, "missing_field"), *bad_rows]
 
 
 @pytest.mark.parametrize("layout", ["array", "jq objects", "records_field"])
