@@ -10,7 +10,7 @@ dataset, was lost for one bad value.
 
 from __future__ import annotations
 
-__all__ = ["BadUtf8", "texts_of", "rows_of", "has_bad_utf8"]
+__all__ = ["BadUtf8", "BadRow", "texts_of", "rows_of", "bad_utf8_columns"]
 
 
 class BadUtf8:
@@ -48,15 +48,30 @@ def _one_value(one):
         return BadUtf8(b"(a string inside this value is not UTF-8)")
 
 
+class BadRow(dict):
+    """A row of rows_of holding a BadUtf8 value (always rejected; its values kept for the preview)."""
+
+
 def rows_of(table, errors: str) -> list[dict]:
-    """A Table's or RecordBatch's rows as dicts of column -> texts_of value (a text_template's input)."""
+    """A Table's or RecordBatch's rows as dicts of column -> texts_of value (a text_template's input);
+    a row holding a value that is not UTF-8 is a BadRow."""
+    import pyarrow as pa
+    if not any(_is_binary(t.value_type if pa.types.is_dictionary(t) else t) for t in table.schema.types):
+        try:  # pyarrow's own rows (Cython): 80,000 rows of 2 columns in 0.05 s, the zip below 0.08 s
+            return table.to_pylist()
+        except UnicodeDecodeError:  # one bad value: column by column below, the bad ones become rejects
+            pass
     names = table.schema.names
     columns = [texts_of(table.column(i), errors) for i in range(len(names))]
-    return [dict(zip(names, values)) for values in zip(*columns)]
+    rows = [dict(zip(names, values)) for values in zip(*columns)]
+    if bad_utf8_columns(dict(zip(names, columns))):
+        rows = [BadRow(row) if any(isinstance(v, BadUtf8) for v in row.values()) else row for row in rows]
+    return rows
 
 
-def has_bad_utf8(row: dict) -> bool:
-    return any(isinstance(v, BadUtf8) for v in row.values())
+def bad_utf8_columns(columns: dict[str, list]) -> list[str]:
+    """The names of the columns (name -> texts_of values) holding a BadUtf8: one C-level pass each."""
+    return [name for name, values in columns.items() if BadUtf8 in map(type, values)]
 
 
 def _is_text(t) -> bool:

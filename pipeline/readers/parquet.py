@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from pipeline.errors import RESUME_FIX, PrepError, not_a_column, refuse_repeated_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.arrow_values import BadUtf8, has_bad_utf8, rows_of, texts_of
+from pipeline.readers.arrow_values import BadRow, BadUtf8, rows_of, texts_of
 from pipeline.readers.base import (
     READ_ROWS,
     BadRecords,
@@ -241,7 +241,7 @@ def iter_batches(unit: WorkUnit, source: SourceConfig, bad: BadRecords, batch_do
                                 text = extract.check(extract.field, value)
                             else:
                                 text = value
-                        elif has_bad_utf8(value):
+                        elif type(value) is BadRow:  # rows_of's mark: a look at its type, not its values
                             raise RecordError("invalid_utf8", "a field is not UTF-8")
                         else:
                             text = extract(value)
