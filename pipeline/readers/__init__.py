@@ -222,7 +222,13 @@ def _join(d: str, name: str) -> str:
 
 def _dataset_homes(files: list[str], storage_options: dict | None) -> dict[str, list[str]]:
     """{directory (as the files name it): its split names} for each prep dataset holding any of `files`."""
-    dirs = {os.path.dirname(f) for f in files if not is_url(f) or os.path.basename(f) in _DATASET_FILES}
+    # each file's path up to its last "/" (a C-level find), then dirname once per directory, not per file:
+    # dirname and is_url per file made planning 100,000 files 6% slower (0.39 vs 0.37 s); dirname(p) is
+    # dirname of that prefix ("/a.txt" -> "/" -> "/", "a//b" -> "a//" -> "a")
+    heads = {f[:f.rfind("/") + 1] for f in files}
+    dirs = {os.path.dirname(h) for h in heads if not is_url(h)}
+    if any(map(is_url, heads)):  # a URL's directory only where a file is named as a dataset's are
+        dirs |= {os.path.dirname(f) for f in files if is_url(f) and os.path.basename(f) in _DATASET_FILES}
     candidates = dirs | {os.path.dirname(d) for d in dirs if not is_url(d) and os.path.dirname(d) != d}
     homes = {}
     for d in sorted(candidates):
