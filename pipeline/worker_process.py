@@ -41,8 +41,9 @@ def init_worker(ctx: WorkerContext, spec_path: str, queue, starts, parent_pid: i
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
     worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
     _CTX, _QUEUE, _STARTS = ctx, queue, starts
-    from pipeline.readers.url_reads import expecting
-    expecting(ctx.remote_inputs)
+    if ctx.remote_inputs:  # only then: importing url_reads imports fsspec (~50 ms per worker)
+        from pipeline.readers.url_reads import expecting
+        expecting(ctx.remote_inputs)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops the pool, no tracebacks here
     threading.Thread(target=_die_with, args=(parent_pid,), name="prep-parent-watch", daemon=True).start()
     ctx.get_encoder()  # load the tokenizer once per worker, before the first unit
