@@ -145,15 +145,15 @@ def child(case: str, data: Path, inner: int) -> float:
         return best
     if case == "loader":
         from loaders import MemmapLoader
-        cache = tempfile.mkdtemp(prefix="bench_regression_cache_")
-        for _ in range(inner):
-            t0 = time.perf_counter()
-            loader = MemmapLoader(str(data / "ds"), mode="packed", batch_size=8, seq_len=1024, cache_dir=cache)
-            it = iter(loader)
-            for _ in range(300):
-                next(it)
-            loader.close()
-            best = min(best, time.perf_counter() - t0)
+        with tempfile.TemporaryDirectory(prefix="bench_regression_cache_") as cache:  # one per process: removed
+            for _ in range(inner):
+                t0 = time.perf_counter()
+                loader = MemmapLoader(str(data / "ds"), mode="packed", batch_size=8, seq_len=1024, cache_dir=cache)
+                it = iter(loader)
+                for _ in range(300):
+                    next(it)
+                loader.close()
+                best = min(best, time.perf_counter() - t0)
         return best
     from pipeline.readers import BadRecords, get_reader, plan_units
     from pipeline.recipe import Recipe

@@ -72,7 +72,7 @@ def _spoolers_released() -> None:
 
     from pipeline.spool import Spooler
     for obj in gc.get_objects():
-        if isinstance(obj, Spooler):
+        if type(obj) is Spooler:  # isinstance() read torch.distributed.reduce_op's __class__: a FutureWarning
             obj.close()
 
 
