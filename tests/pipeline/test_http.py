@@ -4,6 +4,7 @@ units; one that answers with the whole file (Python's http.server) gets one unit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -82,8 +83,33 @@ class _DroppingHandler(_PlainHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.served: dict[str, int] = {}  # body bytes per path, for handlers that count them (test_remote_hunt)
+        self.lock = threading.Lock()
+
     def handle_error(self, request, client_address):  # the range probe hangs up mid-body: not an error
         pass
+
+
+@contextlib.contextmanager
+def http_servers(www: Path):
+    """start(handler) -> a started _Server of `www` on loopback (its base URL in .url); all stopped at the end."""
+    servers = []
+
+    def start(handler) -> _Server:
+        server = _Server(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        server.url = f"http://127.0.0.1:{server.server_address[1]}"
+        return server
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+        base._RANGES.clear()
 
 
 @pytest.fixture
@@ -91,18 +117,8 @@ def serve(tmp_path):
     """serve(handler) -> base URL of tmp_path/www on loopback; servers stopped after the test."""
     www = tmp_path / "www"
     www.mkdir()
-    servers = []
-
-    def start(handler) -> str:
-        server = _Server(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-    yield www, start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-    base._RANGES.clear()
+    with http_servers(www) as start:
+        yield www, lambda handler: start(handler).url
 
 
 def _recipe(tmp_path, url: str, name: str, **source) -> Recipe:

@@ -4,22 +4,21 @@ that change, misbehaving servers and odd names (an http server here; S3 through 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 import re
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pipeline.executor import tokenize
-from pipeline.readers import base, plan_units
+from pipeline.readers import plan_units
 from pipeline.recipe import Recipe
 from tests.conftest import DEMO_TOKENIZER, demo_texts, read_split
-from tests.pipeline.test_http import _RangeHandler
+from tests.pipeline.test_http import _RangeHandler, http_servers
 
 
 class _CountingRangeHandler(_RangeHandler):
@@ -34,34 +33,13 @@ class _CountingRangeHandler(_RangeHandler):
         outputfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.served: dict[str, int] = {}
-        self.lock = threading.Lock()
-
-    def handle_error(self, request, client_address):  # a client hanging up mid-body: not a test failure
-        pass
-
-
 @pytest.fixture
 def serve(tmp_path):
     """serve(handler) -> the server of tmp_path/www on loopback (stopped after the test)."""
     www = tmp_path / "www"
     www.mkdir()
-    servers = []
-
-    def start(handler) -> _Server:
-        server = _Server(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        server.url = f"http://127.0.0.1:{server.server_address[1]}"
-        return server
-    yield www, start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-    base._RANGES.clear()
+    with http_servers(www) as start:
+        yield www, start
 
 
 def _recipe(tmp_path, path: str, name: str, workers: int = 2, unit_bytes: int = 65536, **source) -> Recipe:
