@@ -40,7 +40,7 @@ from pipeline.assemble import PartStream, usable_placed
 from pipeline.crc import crc32
 from pipeline.empty_run import allow_empty_default, refuse_empty_run
 from pipeline.errors import RESUME_FIX, PrepError
-from pipeline.finalize import finalize
+from pipeline.finalize import finalize, skipped_by_reason
 from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
 from pipeline.interrupts import deferred, sigterm_as_interrupt
 from pipeline.journal import RunState
@@ -255,7 +255,7 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                             f"first: {error}{fix} (or re-run with --overwrite to start over)")
         if not allow_empty:
             try:
-                skipped = _skipped(results)
+                skipped = skipped_by_reason(r for r in results.values() if r["status"] == "ok")
                 refuse_empty_run(out, results, skipped, state.rejects, rejects_name,
                                  _empty_hint(skipped, recipe, spec.backend))
             except PrepError:
@@ -294,15 +294,6 @@ def _expect_urls(remote: dict) -> None:
     if remote or "pipeline.readers.url_reads" in sys.modules:
         from pipeline.readers import url_reads
         url_reads.expecting(remote)
-
-
-def _skipped(results: dict) -> dict[str, int]:
-    """Skipped records by reason over the ok units, as the manifest will count them (less duplicates)."""
-    skipped: dict[str, int] = {}
-    for r in results.values():
-        for reason, n in r.get("skipped", {}).items() if r["status"] == "ok" else ():
-            skipped[reason] = skipped.get(reason, 0) + n
-    return skipped
 
 
 def _input_notices(results: dict) -> list[str]:

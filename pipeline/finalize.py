@@ -24,7 +24,7 @@ from pipeline.journal import RunState
 from pipeline.manifest import MANIFEST_NAME, Manifest, ShardInfo, SplitInfo, write_manifest
 from pipeline.worker import SPLITS, rejects_name
 
-__all__ = ["finalize", "needs_all_units"]
+__all__ = ["finalize", "needs_all_units", "skipped_by_reason"]
 
 
 def needs_all_units(results: dict[int, dict]) -> bool:
@@ -56,10 +56,7 @@ def finalize(out: Path, state: RunState, results: dict[int, dict], num_units: in
     for split in splits:
         shards = tuple(placed[split])
         split_infos[split] = SplitInfo(sum(s.num_docs for s in shards), sum(s.num_tokens for s in shards), shards)
-    skipped: dict[str, int] = {}
-    for r in ok:
-        for reason, n in r["skipped"].items():
-            skipped[reason] = skipped.get(reason, 0) + n
+    skipped = skipped_by_reason(ok)
     if duplicates:
         skipped["duplicate"] = duplicates
     _write_rejects(out, state, ok)
@@ -96,3 +93,13 @@ def _write_rejects(out: Path, state: RunState, ok: list[dict]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, target)
+
+
+def skipped_by_reason(ok_results) -> dict[str, int]:
+    """Skipped records by reason summed over finished units' results (the manifest's `skipped`, less
+    duplicates; the executor's empty-run check counts them the same way)."""
+    skipped: dict[str, int] = {}
+    for r in ok_results:
+        for reason, n in r["skipped"].items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    return skipped
