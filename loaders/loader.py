@@ -31,7 +31,7 @@ from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
 from .prefetch import Prefetcher
-from .rank_settings import PER_RANK_SUSPECTS, RankSettings
+from .rank_settings import RankSettings, build_site
 from .ranks import RankSource, process_group
 from .shards import TokenShards
 
@@ -279,7 +279,9 @@ class MemmapLoader:
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self._open_pass = 0  # the pass number of a pass handing out batches now (0: none open)
-        self._rank_settings: RankSettings | None = None  # made at the first pass that compares ranks
+        # counted here, when built, with the place that built it: see loaders/rank_settings.py
+        self._rank_settings = None if self.world_size == 1 else RankSettings(
+            {"site": build_site(), "datasets": self.plan.order_fields()["datasets"], "split": self.config.split})
         self._restored = False  # load_state_dict set the position and no pass has started since
         self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
@@ -357,14 +359,11 @@ class MemmapLoader:
         """At its first pass: this loader's settings against the first rank's to start its counterpart
         (the process group's store; loaders/rank_settings.py), when it reads for that group's ranks
         (rank= / world_size= of a data-parallel subgroup, or rank=0, world_size=1: not checked)."""
-        if self.world_size == 1 or self._rank_settings is not None and self._rank_settings.done \
-                or process_group() != (self.rank, self.world_size):
+        if self._rank_settings is None or self._rank_settings.done or process_group() != (self.rank, self.world_size):
             return
         c = self.plan.order_fields()
         settings = {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],
                     "world_size": self.world_size, "epoch": self.epoch, "consumed": self.consumed}
-        if self._rank_settings is None:  # its identity: all but what may wrongly differ per rank
-            self._rank_settings = RankSettings({k: v for k, v in settings.items() if k not in PER_RANK_SUSPECTS})
         self._rank_settings.check(self.rank, settings)
 
     def _pass_position(self) -> tuple[int, int]:

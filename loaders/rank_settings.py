@@ -13,41 +13,57 @@ rank is first, every rank that differs from it is told at its first pass (a rank
 0's settings missed them when it started first, and a one-pass job never looked again). Cost: one
 request per rank and loader, ~30 us on a loopback store.
 
-Which loaders are compared: the n-th to start a pass in each process among those of the same identity:
-the data and every setting but PER_RANK_SUSPECTS, the ones a script wrongly sets per rank. A loader
-read on one rank alone (an evaluation, a peek) with another shape (batch_size, seq_len, split, mode)
-pairs with nothing (review: keyed by data, split and mode alone, a rank-0 evaluation over the training
-split took the place of the next training loader, refused hours into a sound job); one with the
-training loader's very shape, started before it, shifts that count: the error then says to give it
-rank=0, world_size=1, which takes it out of the comparison.
+Which loaders are compared: in each process, the n-th built at the same place (the call stack that
+built it: file name, function and line of each frame outside this package) over the same data and
+split. Every other setting is compared, not part of the identity: it was all but seed, shuffle, samples_per_epoch,
+epoch and consumed, so `batch_size=8 if rank == 0 else 4` (or a per-rank seq_len) made two identities that were never
+compared, the ranks yielded different numbers of batches and DDP hung at its next collective. A
+loader read on one rank alone (an evaluation, a peek) is built at another line, or built on every
+rank and read on one: either way no training loader of another rank takes its place (the n-th to
+start a pass, the key before, paired a rank-0 peek with the other ranks' training loader). Only a
+loader built on some ranks alone at the very place where the others build theirs (a loop that
+builds one more on rank 0) still shifts the count: the error says so, and rank=0, world_size=1 takes
+it out of the comparison.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 
 import torch.distributed as dist
 
 from pipeline.errors import PrepError
 
-__all__ = ["RankSettings", "PER_RANK_SUSPECTS"]
+__all__ = ["RankSettings", "build_site"]
 
-# settings compared between ranks but no part of a loader's identity: those scripts set per rank by
-# mistake (a seed of base + rank, a flag on one rank, an epoch size from a rank's share, a state
-# loaded on some ranks only)
-PER_RANK_SUSPECTS = ("seed", "shuffle", "samples_per_epoch", "epoch", "consumed")
+# loaders built in this process, per identity (build site, data, split)
+_BUILT: dict[str, int] = {}
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# loaders that started a pass in this process, per identity
-_STARTED: dict[str, int] = {}
+
+def build_site() -> list[str]:
+    """The call stack building a loader, outermost frame last, without this package's frames: 'file.py:
+    function:line' each. File names without their directory: two nodes may hold the script (or the
+    venv) under other paths, and a path that differs would only leave the loaders uncompared."""
+    site, frame = [], sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if os.path.dirname(os.path.abspath(path)) != _PACKAGE_DIR:
+            site.append(f"{os.path.basename(path)}:{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return site
 
 
 class RankSettings:
-    """One loader's settings against those of the first rank to start its counterpart."""
+    """One loader's settings against those of the first rank to start its counterpart. Made when the
+    loader is built (the count is of loaders built), checked at its first pass."""
 
     def __init__(self, identity: dict):
         key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        n = _STARTED[key] = _STARTED.get(key, -1) + 1
+        n = _BUILT[key] = _BUILT.get(key, -1) + 1
         self.key = f"prep/loader/{key}/{n}"
         self.done = False
 

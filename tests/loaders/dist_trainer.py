@@ -6,7 +6,8 @@ batches after which that run's state_dict is taken and the run stops), `resume` 
 states, `%d` for the rank, to load first) and `late_init` (build the loaders before
 init_process_group) and `rank_runs` (rank -> name -> keyword arguments that rank adds: settings that
 differ per rank) and `only_on` (name -> the one rank that iterates that run: an evaluation loader on
-rank 0). Rank and world size reach the loader only through torch.distributed. Writes
+rank 0) and `peek` (name -> {"rank": r, **kwargs}: before the runs are built, rank r alone builds a
+loader of that run's settings plus kwargs, at a line of its own, and reads one batch of it). Rank and world size reach the loader only through torch.distributed. Writes
 `out % rank`: per run, the batches seen as (epoch, input_ids, labels), len() at each epoch start,
 the state taken, or the error a pass raised.
 """
@@ -49,11 +50,20 @@ def main() -> None:
     if not job.get("late_init"):
         dist.init_process_group(**init)
     own = job.get("rank_runs", {}).get(rank, {})
+    out = {}
+    for name, peek in job.get("peek", {}).items():
+        if str(peek["rank"]) == rank:
+            extra = {k: v for k, v in peek.items() if k != "rank"}
+            loader = MemmapLoader(job["dataset"], **{**job["runs"][name], **extra})
+            try:
+                out[f"{name}-peek"] = {"shape": tuple(next(iter(loader))["input_ids"].shape)}
+            except PrepError as e:
+                out[f"{name}-peek"] = {"error": str(e)}
+            loader.close()
     loaders = {name: MemmapLoader(job["dataset"], **{**kw, **own.get(name, {})}) for name, kw in job["runs"].items()}
     if job.get("late_init"):
         dist.init_process_group(**init)
     states = pickle.loads(Path(job["resume"] % int(rank)).read_bytes()) if job.get("resume") else {}
-    out = {}
     for name, loader in loaders.items():
         if job.get("only_on", {}).get(name, rank) != rank:
             continue

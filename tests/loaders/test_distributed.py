@@ -137,3 +137,40 @@ def test_settings_that_differ_between_gloo_ranks_are_refused(dataset, tmp_path):
     for got in ranks:
         assert "error" not in got["same"] and got["same"]["seen"]  # equal settings run as before
     assert "error" not in ranks[0]["eval"] and ranks[0]["eval"]["seen"] and "eval" not in ranks[1]
+
+
+def test_a_batch_size_or_seq_len_set_per_rank_is_refused(dataset, tmp_path):
+    """`batch_size=8 if rank == 0 else 4` (or a per-rank seq_len) was part of the loader's identity, so the
+    ranks' loaders were never compared: they yielded different numbers of batches and DDP hung at its
+    next collective. The rank that starts second now stops in one line naming the field and both values."""
+    base = {"seq_len": 32, "cache_dir": False}
+    runs = {"batch": {**base, "batch_size": 4}, "seq": {**base, "batch_size": 3, "mode": "packed"},
+            "same": {**base, "batch_size": 3}}
+    rank_runs = {"0": {"batch": {"batch_size": 8}, "seq": {"seq_len": 64}}}
+    ranks = run_ranks(tmp_path, "shape", 2, dataset=str(dataset), runs=runs, rank_runs=rank_runs, epochs=1)
+    wants = {"batch": "batch_size: 8 on rank 0, 4 on rank 1", "seq": "seq_len: 64 on rank 0, 32 on rank 1"}
+    for name, want in wants.items():
+        errors = [got[name]["error"] for got in ranks if "error" in got[name]]
+        assert len(errors) == 1, (name, [len(got[name].get("seen", [])) for got in ranks])
+        assert want in errors[0] and "the ranks' MemmapLoaders differ" in errors[0] and "\n" not in errors[0]
+    assert all("error" not in got["same"] and got["same"]["seen"] for got in ranks)
+
+
+def test_a_peek_on_rank_0_is_not_taken_for_the_training_loader(dataset, tmp_path):
+    """A loader of the training loader's data and shape, built and read on rank 0 alone before it (a peek
+    in evaluation order: shuffle=False), was the first of its identity to start a pass there and was
+    compared with rank 1's training loader: a sound job stopped on "shuffle: False on rank 0, True on
+    rank 1", and rank 0's training loader was compared with nothing. Loaders are now paired by the line
+    that builds them: the peek pairs with nothing, and the training loaders with each other."""
+    runs = {"train": {"batch_size": 3, "seq_len": 32, "cache_dir": False}}
+    ranks = run_ranks(tmp_path, "peek", 2, dataset=str(dataset), runs=runs, epochs=1,
+                      peek={"train": {"rank": 0, "shuffle": False}})
+    assert ranks[0]["train-peek"] == {"shape": (3, 32)} and "train-peek" not in ranks[1]
+    for got in ranks:
+        assert "error" not in got["train"], got["train"]["error"]
+    assert len(ranks[0]["train"]["seen"]) == len(ranks[1]["train"]["seen"]) > 0
+    # still compared: a per-rank seed on the training loader after the same peek is refused
+    ranks = run_ranks(tmp_path, "peek_seed", 2, dataset=str(dataset), runs=runs, epochs=1,
+                      peek={"train": {"rank": 0, "shuffle": False}}, rank_runs={"1": {"train": {"seed": 1}}})
+    errors = [got["train"]["error"] for got in ranks if "error" in got["train"]]
+    assert len(errors) == 1 and "seed: 0 on rank 0, 1 on rank 1" in errors[0]
