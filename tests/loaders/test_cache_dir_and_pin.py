@@ -2,6 +2,8 @@
 FileExistsError traceback from the first pass; an empty one no longer means the working directory.
 pin_memory takes the flags the other boolean options take."""
 
+from pathlib import Path, PurePosixPath
+
 import pytest
 
 from loaders import MemmapLoader
@@ -25,11 +27,18 @@ def test_an_unwritable_cache_dir_is_one_line(dataset, tmp_path, mode, where):
     assert collect(MemmapLoader(dataset, batch_size=4, seq_len=32, mode=mode, cache_dir=False), limit=1)
 
 
-def test_an_empty_cache_dir_is_refused(dataset, tmp_path, monkeypatch):
+@pytest.mark.parametrize("empty", ["", Path(""), PurePosixPath("")], ids=["str", "Path", "PurePosixPath"])
+def test_an_empty_cache_dir_is_refused(dataset, tmp_path, monkeypatch, empty):
+    """Path("") is Path(".") (os.fspath gives "."), so Path(os.environ.get("CACHE", "")) got past the check
+    of "" and the cache files went into the working directory."""
     monkeypatch.chdir(tmp_path)  # it wrote the cache files into the working directory
-    with pytest.raises(PrepError, match="cache_dir='' names no directory"):
-        MemmapLoader(dataset, batch_size=4, seq_len=32, mode="packed", cache_dir="")
+    with pytest.raises(PrepError, match=r"cache_dir=\S+ names no directory") as e:
+        collect(MemmapLoader(dataset, batch_size=4, seq_len=32, mode="packed", cache_dir=empty), limit=1)
+    assert "\n" not in str(e.value) and "'.' as a string" in str(e.value)
     assert list(tmp_path.iterdir()) == []
+    # the working directory named as a string is taken as asked
+    assert collect(MemmapLoader(dataset, batch_size=4, seq_len=32, mode="packed", cache_dir="."), limit=1)
+    assert list(tmp_path.iterdir())
 
 
 def test_pin_memory_takes_flags_only(dataset):
