@@ -363,7 +363,7 @@ class MemmapLoader:
         """At its first pass: this loader's settings against the first rank's to start its counterpart
         (the process group's store; loaders/rank_settings.py), when it reads for that group's ranks
         (rank= / world_size= of a data-parallel subgroup, or rank=0, world_size=1: not checked)."""
-        if self._rank_settings is None or self._rank_settings.done or process_group() != (self.rank, self.world_size):
+        if self._rank_settings is None or process_group() != (self.rank, self.world_size):
             return
         c = self.plan.order_fields()
         settings = {**dataclasses.asdict(self.config), "datasets": c["datasets"], "weights": c["weights"],

@@ -66,9 +66,15 @@ class RankSettings:
         n = _BUILT[key] = _BUILT.get(key, -1) + 1
         self.key = f"prep/loader/{key}/{n}"
         self.done = False
+        # the refusal, raised again at every later pass: a trainer that caught it (a retry loop, an
+        # `except Exception: continue` around an epoch) went on unchecked at its next pass, on the same
+        # mismatched settings (done was set before the comparison)
+        self.refused: str | None = None
 
     def check(self, rank: int, settings: dict) -> None:
         """`settings`: a flat JSON-able dict (config fields, datasets, position) at this loader's first pass."""
+        if self.refused:
+            raise PrepError(self.refused)
         if self.done:
             return
         self.done = True
@@ -84,12 +90,14 @@ class RankSettings:
             return
         ranks = sorted([(first["rank"], theirs), (rank, mine)], key=lambda rs: rs[0])
         told = "; ".join(f"{k}: " + ", ".join(f"{s.get(k)!r} on rank {r}" for r, s in ranks) for k in differ[:3])
-        raise PrepError(f"the ranks' MemmapLoaders differ ({told}), so their batches are not one split of a common "
-                        "epoch: samples repeat across ranks and others are never read. Build the loader with the "
-                        "same settings on every rank (one seed for all: the loader splits the data by rank itself), "
-                        "and load the same saved state on every rank or on none. (A loader read on one rank alone "
-                        "over the same data and mode, a peek before training, is taken for that rank's part of "
-                        "the training loader: give it rank=0, world_size=1)")
+        self.refused = (f"the ranks' MemmapLoaders differ ({told}), so their batches are not one split of a common "
+                        "epoch: samples repeat across ranks and others are never read, or the ranks' batch counts "
+                        "differ and DDP hangs. Build the loader with the same settings on every rank (one seed and "
+                        "one batch_size for all: the loader splits the data by rank itself), and load the same "
+                        "saved state on every rank or on none. (Loaders are paired by the line that builds them "
+                        "and their count there: one built there on some ranks only, e.g. one more in a loop on "
+                        "rank 0, takes the next one's place; give such a loader rank=0, world_size=1)")
+        raise PrepError(self.refused)
 
 
 def _default_store():

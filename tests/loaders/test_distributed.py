@@ -153,6 +153,7 @@ def test_a_batch_size_or_seq_len_set_per_rank_is_refused(dataset, tmp_path):
         errors = [got[name]["error"] for got in ranks if "error" in got[name]]
         assert len(errors) == 1, (name, [len(got[name].get("seen", [])) for got in ranks])
         assert want in errors[0] and "the ranks' MemmapLoaders differ" in errors[0] and "\n" not in errors[0]
+        assert "batch counts differ and DDP hangs" in errors[0]
     assert all("error" not in got["same"] and got["same"]["seen"] for got in ranks)
 
 

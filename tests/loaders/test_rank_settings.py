@@ -1,0 +1,43 @@
+"""RankSettings against an in-process store (torch's HashStore: the compare_set the process group's
+store answers), two ranks simulated in one process."""
+
+import pytest
+import torch.distributed as dist
+
+from loaders import rank_settings
+from loaders.rank_settings import RankSettings
+from pipeline.errors import PrepError
+
+
+@pytest.fixture
+def store(monkeypatch):
+    store = dist.HashStore()
+    monkeypatch.setattr(rank_settings, "_default_store", lambda: store)
+    return store
+
+
+def pair() -> tuple[RankSettings, RankSettings]:
+    """One loader as rank 0 and rank 1 build it (the same key)."""
+    first, second = RankSettings({"test": "pair"}), RankSettings({"test": "pair"})
+    second.key = first.key
+    return first, second
+
+
+def test_a_refused_rank_is_refused_again_at_its_next_pass(store):
+    """The refusal was raised once: a trainer that caught it (a retry, `except Exception: continue` around
+    an epoch) went on with the next pass unchecked, on the same mismatched settings."""
+    rank0, rank1 = pair()
+    rank0.check(0, {"seed": 0, "epoch": 0})
+    for epoch in (0, 1):  # the next pass, after set_epoch(1) too: the same refusal, not a new one about epoch
+        with pytest.raises(PrepError) as e:
+            rank1.check(1, {"seed": 1, "epoch": epoch})
+        assert str(e.value).split("differ (")[1].split(")")[0] == "seed: 0 on rank 0, 1 on rank 1"
+    rank0.check(0, {"seed": 0, "epoch": 1})  # the first rank's pass goes on
+
+
+def test_equal_settings_pass_and_are_compared_once(store):
+    rank0, rank1 = pair()
+    rank0.check(0, {"seed": 3})
+    rank1.check(1, {"seed": 3})
+    rank1.check(1, {"seed": 4})  # a later pass: the position moved, nothing is compared again
+    assert rank0.done and rank1.done
