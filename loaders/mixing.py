@@ -15,6 +15,7 @@ import warnings
 
 from pipeline.errors import PrepError
 
+from .samplers import MIX_PERIOD
 from .shards import TokenShards
 
 __all__ = ["check_weights", "check_mix"]
@@ -36,6 +37,14 @@ def check_weights(specs: list[tuple[os.PathLike | str, object]]) -> list[float]:
             raise PrepError(f"mixture weight of {path} is {w!r}; weights must be finite numbers > 0 (they are "
                             "relative: 0.7/0.3 and 7/3 give the same mix); to leave a dataset out, drop its entry")
         out.append(w)
+    total = sum(out)
+    for (path, _), w in zip(specs, out):
+        if w / total * MIX_PERIOD < 1:  # no position of the interleave's period would be this dataset's
+            least = (total - w) / (MIX_PERIOD - 1)  # the weight whose share is exactly 1 / MIX_PERIOD
+            step = 10.0 ** (math.floor(math.log10(least)) - 1)  # shown rounded up to 2 digits: 1.1e-05, not 1e-05
+            raise PrepError(f"mixture weight of {path} is {w!r}, {w / total:.2g} of the total: under the 1 in "
+                            f"{MIX_PERIOD:,} positions a mix can give a dataset; raise it to at least "
+                            f"{math.ceil(least / step) * step:.2g}, or drop its entry")
     return out
 
 

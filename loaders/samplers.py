@@ -97,27 +97,45 @@ def epoch_rng(*parts: int) -> np.random.Generator:
 # Weighted mixtures: an exact, deterministic interleave.
 
 
-def mixture_weights(weights, max_period: int = 100_000) -> np.ndarray:
+MIX_PERIOD = 100_000  # most positions in one period of a mix's interleave (mixture_pattern is O(period x K))
+
+
+def mixture_weights(weights, max_period: int = MIX_PERIOD) -> np.ndarray:
     """Float weights -> the smallest integer counts per period with the same ratios.
 
     [0.7, 0.3] -> [7, 3]: every period of 10 positions holds exactly 7 samples of source 0 and 3 of
-    source 1. Each weight is rounded to a fraction with denominator <= 10^4 first.
+    source 1. Each weight is rounded to a fraction with denominator <= 10^4 first. Weights with no
+    such short period (token counts [1234567, 2345678, 987654], 1 : 1.0001 : 1.0003: the lcm of
+    the fractions' denominators ran to 10^8 - 10^12 positions, and they were refused with "round
+    them"; a share under 1 / 20,000 rounded to 0 and was refused too) are apportioned to a period of
+    `max_period` positions instead (largest remainders): each share within 1 / max_period.
     """
     w = [float(x) for x in weights]
     if not w or any(not math.isfinite(x) or x <= 0 for x in w):
         raise ValueError(f"mixture weights must be positive numbers, got {weights!r}")
     total = sum(w)
     fracs = [Fraction(x / total).limit_denominator(10_000) for x in w]
-    if any(f == 0 for f in fracs):
-        raise ValueError(f"mixture weight too small to represent (weights {weights!r})")
-    denom = math.lcm(*(f.denominator for f in fracs))
-    counts = [int(f * denom) for f in fracs]
+    if all(fracs):
+        denom = math.lcm(*(f.denominator for f in fracs))
+        counts = [int(f * denom) for f in fracs]
+        g = math.gcd(*counts)
+        counts = [c // g for c in counts]
+        if sum(counts) <= max_period:
+            return np.asarray(counts, dtype=np.int64)
+    return _apportion(w, max_period)
+
+
+def _apportion(w: list[float], period: int) -> np.ndarray:
+    """Integer counts summing to `period` in proportion to `w` (Hamilton's largest remainders), reduced."""
+    quotas = [Fraction(x) / Fraction(sum(map(Fraction, w))) * period for x in w]  # exact: no float drift
+    counts = [int(q) for q in quotas]
+    by_remainder = sorted(range(len(w)), key=lambda k: (quotas[k] - counts[k], -k), reverse=True)
+    for k in by_remainder[:period - sum(counts)]:
+        counts[k] += 1
+    if not all(counts):
+        raise ValueError(f"mixture weights {w!r}: a share under 1 in {period} positions cannot be represented")
     g = math.gcd(*counts)
-    counts = [c // g for c in counts]
-    if sum(counts) > max_period:
-        raise ValueError(f"mixture weights {weights!r} need a period of {sum(counts)} samples; "
-                         "round them (e.g. to 3 decimals)")
-    return np.asarray(counts, dtype=np.int64)
+    return np.asarray([c // g for c in counts], dtype=np.int64)
 
 
 def mixture_pattern(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ import pytest
 from loaders import MemmapLoader
 from pipeline.errors import PrepError
 
-from .loaderkit import collect, lognormal_lengths, make_dataset
+from .loaderkit import OFFSET_B, collect, lognormal_lengths, make_dataset
 
 KW = dict(batch_size=4, seq_len=32, cache_dir=False)
 GPT2 = {"name": "gpt2", "backend": "test", "sha256": "ab" * 32, "boundary": "eos"}
@@ -61,6 +61,24 @@ def test_a_weight_that_is_not_positive_names_its_dataset(dataset, dataset_b, wei
     """Was a ValueError from the sampler listing the weights, naming neither the dataset nor the fix."""
     with pytest.raises(PrepError, match=rf"mixture weight of {dataset_b} is {shown}; .*drop its entry"):
         MemmapLoader([(dataset, 1), (dataset_b, weight)], **KW)
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0001, 1.0003), (1234567, 2345678, 987654)],
+                         ids=["near-equal", "token-counts"])
+def test_weights_without_a_short_exact_period_mix(dataset, dataset_b, tmp_path, weights):
+    """Weights like token counts have no short exact period: the loader raised the sampler's ValueError
+    ("need a period of 12495753059 samples; round them") as a traceback. They are apportioned instead."""
+    dataset_c = make_dataset(tmp_path / "c", lognormal_lengths(200, seed=8, hi=300), offset=2 * OFFSET_B)
+    loader = MemmapLoader(list(zip([dataset, dataset_b, dataset_c], weights)), **KW)
+    firsts = np.concatenate([b["input_ids"][:, 0] for b in collect(loader)])  # a window is one dataset's
+    drawn = np.bincount(firsts // OFFSET_B, minlength=3) / firsts.size
+    assert np.abs(drawn - np.array(weights) / sum(weights)).max() < 0.01
+
+
+def test_a_weight_too_small_for_the_interleave_names_its_dataset(dataset, dataset_b):
+    """A share under 1 in 100,000 rounded to no position: a ValueError listing the weights, no dataset."""
+    with pytest.raises(PrepError, match=rf"mixture weight of {dataset_b} is 1e-07, .*raise it to at least 1.1e-05"):
+        MemmapLoader([(dataset, 1), (dataset_b, 1e-7)], **KW)
 
 
 def test_a_bool_weight_is_refused(dataset, dataset_b):

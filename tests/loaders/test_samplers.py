@@ -1,10 +1,11 @@
 """Property tests for the pure-numpy orderings."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from loaders.samplers import (
+    MIX_PERIOD,
     derive_key,
     epoch_rng,
     longest_batch_first,
@@ -59,6 +60,20 @@ def test_mixture_interleave_is_exact(w, n):
 def test_mixture_weights_from_floats():
     assert mixture_weights([0.7, 0.3]).tolist() == [7, 3]
     assert mixture_weights([1 / 3, 2 / 3]).tolist() == [1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(w=st.lists(st.floats(1e-3, 1e7), min_size=2, max_size=6))
+def test_mixture_weights_of_any_floats_keep_their_shares(w):
+    """Weights with no short exact period (token counts such as [1234567, 2345678, 987654]) were refused
+    with a ValueError ("need a period of 12495753059 samples; round them"): any weights whose shares are
+    at least 1 in MIX_PERIOD now get counts of at most that period, each share kept within 1e-4."""
+    share = np.array(w) / sum(w)
+    assume(share.min() * MIX_PERIOD >= 1)  # smaller ones are refused, naming their dataset (mixing.check_weights)
+    counts = mixture_weights(w)
+    assert counts.min() >= 1 and counts.sum() <= MIX_PERIOD
+    assert np.abs(counts / counts.sum() - share).max() <= len(w) * 1e-4
+    assert mixture_weights([1234567, 2345678, 987654]).sum() <= MIX_PERIOD
 
 
 @settings(max_examples=100, deadline=None)
