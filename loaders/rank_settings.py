@@ -14,7 +14,7 @@ rank is first, every rank that differs from it is told at its first pass (a rank
 request per rank and loader, ~30 us on a loopback store.
 
 Which loaders are compared: in each process, the n-th built at the same place (the call stack that
-built it: file name, function and line of each frame outside this package) over the same data and
+built it: file name, function and line of each frame of the user's code, see build_site) over the same data and
 split. Every other setting is compared, not part of the identity: it was all but seed, shuffle, samples_per_epoch,
 epoch and consumed, so `batch_size=8 if rank == 0 else 4` (or a per-rank seq_len) made two identities that were never
 compared, the ranks yielded different numbers of batches and DDP hung at its next collective. A
@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import sys
+import sysconfig
 
 import torch.distributed as dist
 
@@ -42,16 +43,22 @@ __all__ = ["RankSettings", "build_site"]
 # loaders built in this process, per identity (build site, data, split)
 _BUILT: dict[str, int] = {}
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Python's and the installed packages' own frames (runpy, torch's spawn / elastic launcher, Lightning's
+# loop): another patch release on one node numbers their lines differently, which left every loader
+# of the job uncompared; the user's frames (train.py, a train_dataloader hook) tell loaders apart
+_LIBRARY_DIRS = tuple(sorted({os.path.join(os.path.abspath(p), "") for k, p in sysconfig.get_paths().items()
+                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
 
 
 def build_site() -> list[str]:
-    """The call stack building a loader, outermost frame last, without this package's frames: 'file.py:
-    function:line' each. File names without their directory: two nodes may hold the script (or the
-    venv) under other paths, and a path that differs would only leave the loaders uncompared."""
+    """The call stack building a loader, outermost frame last: 'file.py:function:line' of each frame of
+    the user's code (not this package's, the standard library's or installed packages'). File names
+    without their directory: two nodes may hold the script under other paths, and a path that differs
+    would only leave the loaders uncompared."""
     site, frame = [], sys._getframe(1)
     while frame is not None:
-        path = frame.f_code.co_filename
-        if os.path.dirname(os.path.abspath(path)) != _PACKAGE_DIR:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if os.path.dirname(path) != _PACKAGE_DIR and not path.startswith(_LIBRARY_DIRS):
             site.append(f"{os.path.basename(path)}:{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back
     return site

@@ -1,11 +1,14 @@
 """RankSettings against an in-process store (torch's HashStore: the compare_set the process group's
 store answers), two ranks simulated in one process."""
 
+import os
+import sysconfig
+
 import pytest
 import torch.distributed as dist
 
 from loaders import rank_settings
-from loaders.rank_settings import RankSettings
+from loaders.rank_settings import RankSettings, build_site
 from pipeline.errors import PrepError
 
 
@@ -41,3 +44,22 @@ def test_equal_settings_pass_and_are_compared_once(store):
     rank1.check(1, {"seed": 3})
     rank1.check(1, {"seed": 4})  # a later pass: the position moved, nothing is compared again
     assert rank0.done and rank1.done
+
+
+def build_here():
+    return build_site()
+
+
+def test_the_build_site_is_the_users_frames_only():
+    """Frames of the standard library and installed packages (a launcher, a trainer framework) are left
+    out: another patch release of them on one node numbered its lines differently, and the ranks' loaders
+    were never compared. The user's frames name file, function and line (no directory)."""
+    library = sysconfig.get_paths()["purelib"]
+    launcher = compile("def launch(build):\n    return build()\n", os.path.join(library, "launcher.py"), "exec")
+    scope = {}
+    exec(launcher, scope)
+    site = scope["launch"](build_here)
+    line = build_here.__code__.co_firstlineno + 1
+    assert site[0] == f"test_rank_settings.py:build_here:{line}"
+    assert not any(s.startswith("launcher.py") for s in site) and "/" not in site[0]
+    assert site[1].startswith("test_rank_settings.py:test_the_build_site_is_the_users_frames_only:")
