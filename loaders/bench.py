@@ -29,6 +29,7 @@ import torch
 
 from pipeline.errors import PrepError
 
+from .cache import check_cache_dir
 from .loader import MemmapLoader, TooSmallForABatch
 from .options import applies, options_for_mode
 
@@ -114,6 +115,7 @@ def run_loader_bench(path: str | os.PathLike, *, modes: Sequence[str] = ("window
     # an option that acts in none of the benched modes goes to every one, so the loader refuses it by name
     acts_nowhere = {k: v for k, v in loader_kwargs.items() if not any(applies(k, m, packing) for m in modes)}
     if cache_dir is not None:
+        check_cache_dir(cache_dir)  # "" was a FileNotFoundError traceback from makedirs
         os.makedirs(cache_dir, exist_ok=True)
     rows = []
     for mode in modes:

@@ -17,13 +17,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 
 from pipeline.errors import PrepError
 
-__all__ = ["ArrayCache", "cache_key", "default_cache_dir", "user_cache_dir"]
+__all__ = ["ArrayCache", "cache_key", "check_cache_dir", "default_cache_dir", "user_cache_dir"]
 
 CACHE_VERSION = 1  # bump when any cached array's meaning changes
 
@@ -31,6 +31,17 @@ CACHE_VERSION = 1  # bump when any cached array's meaning changes
 def cache_key(inputs: dict) -> str:
     blob = json.dumps({"cache_version": CACHE_VERSION, **inputs}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def check_cache_dir(cache_dir) -> None:
+    """Refuse a cache_dir that names no directory (MemmapLoader's and run_loader_bench's)."""
+    if isinstance(cache_dir, (str, os.PathLike)) and not os.fspath(cache_dir) \
+            or isinstance(cache_dir, PurePath) and not cache_dir.parts:
+        # "" meant the working directory: the cache files were strewn there. Path("") is Path(".")
+        # (no parts; os.fspath gives "."): Path(os.environ.get("CACHE", "")) got past a check of ""
+        raise PrepError(f"cache_dir={cache_dir!r} names no directory (an empty path; Path('') is Path('.')); "
+                        "pass a directory ('.' as a string for the working directory), None (the default: "
+                        "DIR/.cache/loaders), or False (derived arrays in memory)")
 
 
 def user_cache_dir() -> Path:

@@ -20,14 +20,13 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import PurePath
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from pipeline.errors import PrepError
 
-from .cache import ArrayCache
+from .cache import ArrayCache, check_cache_dir
 from .collate import build_batch, finish_batch
 from .mixing import check_mix, check_weights
 from .plan import EpochPlan, LoaderConfig, Source, is_flag, is_int
@@ -244,13 +243,7 @@ class MemmapLoader:
             # allocated pinned here, and torch raised "no pinned memory allocator" on a CPU-only machine
             warnings.warn("pin_memory=True, but no CUDA device is available: batches are not pinned", stacklevel=2)
             self.pin = False
-        if isinstance(cache_dir, (str, os.PathLike)) and not os.fspath(cache_dir) \
-                or isinstance(cache_dir, PurePath) and not cache_dir.parts:
-            # "" meant the working directory: the cache files were strewn there. Path("") is Path(".")
-            # (no parts; os.fspath gives "."): Path(os.environ.get("CACHE", "")) got past a check of ""
-            raise PrepError(f"cache_dir={cache_dir!r} names no directory (an empty path; Path('') is Path('.')); "
-                            "pass a directory ('.' as a string for the working directory), None (the default: "
-                            "DIR/.cache/loaders), or False (derived arrays in memory)")
+        check_cache_dir(cache_dir)
         if cache_dir is False:
             cache = ArrayCache(None)
         elif cache_dir is None or cache_dir is True:

@@ -1,10 +1,13 @@
 """`run_loader_bench` (behind `prep bench-loader`): rows with the documented keys, sane values."""
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
 from loaders.bench import format_table, private_memory_bytes, run_loader_bench
 from pipeline.cli import app
+from pipeline.errors import PrepError
 
 KEYS = {"mode", "workers", "batches_per_s", "tokens_per_s", "first_batch_s", "cold_first_batch_s", "fill",
         "padding_fraction", "data_wait_share", "batch_size", "seq_len", "device"}
@@ -91,3 +94,14 @@ def test_cuda_unavailable_names_the_device_option(dataset):
                                       "--num-batches", "2", "--device", "cuda"])
     assert result.exit_code == 1, result.output
     assert "--device 'cuda' but CUDA is not available; use --device 'cpu'" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("empty", ["", Path("")], ids=["str", "Path"])
+def test_an_empty_cache_dir_is_refused_in_one_line(dataset, tmp_path, monkeypatch, empty):
+    """cache_dir="" was a FileNotFoundError traceback from os.makedirs; Path("") (Path(".")) made the
+    bench's temporary cache directories in the working directory. Refused as MemmapLoader refuses them."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PrepError, match=r"cache_dir=\S+ names no directory"):
+        run_loader_bench(dataset, modes=("windows",), num_workers=(0,), seq_len=32, batch_size=2, num_batches=1,
+                         cache_dir=empty)
+    assert list(tmp_path.iterdir()) == []
