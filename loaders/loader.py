@@ -235,6 +235,13 @@ class MemmapLoader:
             raise PrepError(f"device={device!r} is not a torch device; use 'cpu' or 'cuda' (or 'cuda:N')") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise PrepError(f"device={device!r} but CUDA is not available; use device='cpu'")
+        count = torch.cuda.device_count() if self.device.type == "cuda" else 0
+        if self.device.type == "cuda" and self.device.index is not None and self.device.index >= count:
+            # cuda:{RANK} on the second node of 8-GPU nodes: "CUDA error: invalid device ordinal" as a
+            # traceback from the first batch's copy stream
+            raise PrepError(f"device={device!r} but this machine has {count} CUDA device(s) (cuda:0 to "
+                            f"cuda:{count - 1}); with several nodes pass the local rank (LOCAL_RANK: "
+                            "f'cuda:{local_rank}'), not the global rank")
         if pin_memory is not None and not is_flag(pin_memory):  # "no" was truthy: pinned
             raise PrepError(f"pin_memory must be True, False or None (pin on CUDA devices), got {pin_memory!r}")
         self.pin = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)

@@ -55,6 +55,17 @@ def test_cuda_device_without_cuda(dataset):
         MemmapLoader(dataset, batch_size=2, seq_len=32, device="cuda")
 
 
+def test_a_cuda_index_past_the_devices_names_the_local_rank(dataset, monkeypatch):
+    """device=f"cuda:{RANK}" on the second node of 2-GPU nodes (cuda:2): the loader took it, and the first
+    batch failed with "CUDA error: invalid device ordinal" as a traceback. (CUDA faked: 2 devices.)"""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(PrepError, match=r"device='cuda:2' but this machine has 2 CUDA device\(s\) \(cuda:0 to "
+                                        r"cuda:1\); with several nodes pass the local rank \(LOCAL_RANK"):
+        MemmapLoader(dataset, batch_size=2, seq_len=32, device="cuda:2")
+    assert MemmapLoader(dataset, batch_size=2, seq_len=32, device="cuda:1").device == torch.device("cuda:1")
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_pin_memory_without_cuda_warns_and_gives_the_same_batches(dataset, workers):
     """As torch's DataLoader does; with 0 workers the batch was allocated pinned and torch raised
