@@ -283,12 +283,13 @@ class MemmapLoader:
         self._dataloader: DataLoader | None = None
         self._passes = 0  # iterations started: the newest is the only one that may continue
         self._open_pass = 0  # the pass number of a pass handing out batches now (0: none open)
-        # counted here, when built, with the place that built it: see loaders/rank_settings.py
-        self._rank_settings = None if self.world_size == 1 else RankSettings(
-            {"site": build_site(), "datasets": self.plan.order_fields()["datasets"], "split": self.config.split})
         self._restored = False  # load_state_dict set the position and no pass has started since
         self._kept_position = False  # set_epoch(e) kept a restored position and no pass has started since
         self.epoch, self.consumed = _check_count("epoch", epoch, 0), 0  # a negative one failed in numpy
+        # counted here, when built, with the place that built it (loaders/rank_settings.py); last, so a
+        # construction refused on one rank (and caught) does not shift that rank's count
+        self._rank_settings = None if self.world_size == 1 else RankSettings(
+            {"site": build_site(), "datasets": self.plan.order_fields()["datasets"], "split": self.config.split})
 
     def __getstate__(self) -> dict:
         # with persistent workers the DataLoader holds its live worker iterator, which cannot be

@@ -7,7 +7,7 @@ import sysconfig
 import pytest
 import torch.distributed as dist
 
-from loaders import rank_settings
+from loaders import MemmapLoader, rank_settings
 from loaders.rank_settings import RankSettings, build_site
 from pipeline.errors import PrepError
 
@@ -63,3 +63,14 @@ def test_the_build_site_is_the_users_frames_only():
     assert site[0] == f"test_rank_settings.py:build_here:{line}"
     assert not any(s.startswith("launcher.py") for s in site) and "/" not in site[0]
     assert site[1].startswith("test_rank_settings.py:test_the_build_site_is_the_users_frames_only:")
+
+
+def test_a_refused_construction_is_not_counted(dataset):
+    """A loader refused while it was built (epoch=-1 here) had been counted at its build site already: a
+    rank that caught the error and built it again paired its loader with the others' next one."""
+    before = dict(rank_settings._BUILT)
+    with pytest.raises(PrepError, match="epoch must be an integer >= 0"):
+        MemmapLoader(dataset, batch_size=2, seq_len=32, rank=0, world_size=2, epoch=-1, cache_dir=False)
+    assert rank_settings._BUILT == before
+    MemmapLoader(dataset, batch_size=2, seq_len=32, rank=0, world_size=2, cache_dir=False)
+    assert rank_settings._BUILT != before  # a loader built is counted
