@@ -125,6 +125,7 @@ def verify(
     from pipeline.verify import verify_dataset
 
     directory = _local_dataset(directory, "verify")
+    _refuse_unfinished(directory, "verify")  # one line, as inspect and bench-loader say it
     report = verify_dataset(directory, level="index" if quick else "full", progress=progress, console=err)
     for line in report.problems + [f"note: {n}" for n in report.notes]:
         out.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -84,6 +84,11 @@ class VerifyReport:
             return (f"ok: {self.root}: {self.num_shards} shards, {self.num_docs:,} documents, "
                     f"{self.num_tokens:,} tokens; {checked} all match the manifest")
         if not self.manifest_read:  # the problem line says what is wrong; this line, what to do
+            if not (self.root / MANIFEST_NAME).exists() and _unfinished_run(self.root):
+                # "point `prep verify` at the directory holding its manifest.json, or make the dataset"
+                # followed the problem line's "re-run the same command to finish it"
+                return (f"{self.root}: a `prep tokenize` run that has not finished (no manifest.json yet), so nothing "
+                        "was checked; finish it as said above, then run `prep verify` again")
             if not (self.root / MANIFEST_NAME).exists():
                 return (f"{self.root}: not a complete prep dataset: point `prep verify` at the directory holding "
                         "its manifest.json, or make the dataset with `prep tokenize`")
@@ -208,16 +213,20 @@ class _Shard:
 def _load_manifest(root: Path, report: VerifyReport) -> Manifest | None:
     path = root / MANIFEST_NAME
     if not path.exists():
-        unfinished = (root / ".prep" / "journal.jsonl").exists() or (root / ".prep" / "plan.json").exists()
         report.problems.append(f"{path}: missing; " + (
-            "an unfinished `prep tokenize` run is here: re-run the same command to finish it" if unfinished
-            else "this is not a complete prep dataset"))
+            "an unfinished `prep tokenize` run is here: wait for it to end, or re-run the same command to finish it"
+            if _unfinished_run(root) else "this is not a complete prep dataset"))
         return None
     try:
         return read_manifest(root)
     except PrepError as e:
         report.problems.append(str(e))
     return None
+
+
+def _unfinished_run(root: Path) -> bool:
+    """A `prep tokenize` run's plan or journal is here (pipeline.outdir's test of a run)."""
+    return (root / ".prep" / "journal.jsonl").exists() or (root / ".prep" / "plan.json").exists()
 
 
 def _check_manifest(root: Path, m: Manifest, report: VerifyReport) -> list[_Shard]:

@@ -123,7 +123,24 @@ def test_missing_manifest(ds):
     (ds / ".prep").mkdir(exist_ok=True)
     (ds / ".prep" / "journal.jsonl").write_text("")
     only(problems(ds), ds / "manifest.json", "unfinished `prep tokenize` run", "re-run")
-    assert "not a complete prep dataset: point `prep verify` at the directory holding" in verify_dataset(ds).summary()
+
+
+def test_an_unfinished_run_is_told_to_finish_not_to_point_verify_elsewhere(ds):
+    """A run stopped before its manifest: the problem line said "re-run the same command to finish it",
+    the summary under it "point `prep verify` at the directory holding its manifest.json, or make the
+    dataset with `prep tokenize`"; `prep verify` now says it in the one line inspect and bench-loader do."""
+    (ds / "manifest.json").unlink()
+    (ds / ".prep").mkdir(exist_ok=True)
+    (ds / ".prep" / "plan.json").write_text("{}")
+    summary = verify_dataset(ds).summary()
+    assert "point `prep verify`" not in summary and "make the dataset" not in summary, summary
+    assert summary.startswith(f"{ds}: a `prep tokenize` run that has not finished"), summary
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 1
+    assert r.output.strip() == (
+        f"error: {ds}: no manifest.json yet: a `prep tokenize` run is writing this dataset or stopped before "
+        f"finishing it ({ds / '.prep'} holds its state); wait for it to end, or re-run the same `prep tokenize` "
+        "command to finish it, then run `prep verify` again"), r.output
 
 
 def test_manifest_not_json(ds):
