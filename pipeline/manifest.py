@@ -270,7 +270,7 @@ class Manifest:
         """The manifest in `d` (parsed JSON), every field it reads checked for its JSON type: a PrepError
         naming the field (`splits.train.shards[0].num_docs`) and the fix, for every reader alike."""
         if not isinstance(d, dict):
-            raise PrepError(f"{where}: not a JSON object (a manifest is one)")
+            raise PrepError(f"{where}: not a JSON object (a manifest is one); {DAMAGED_FIX}")
         f = _Fields(where)
         version = f.count(d, "format_version")  # first: a later version may hold other fields
         if version > FORMAT_VERSION:
@@ -387,12 +387,16 @@ def read_manifest(root: str | os.PathLike) -> Manifest:
     if not path.exists():
         raise PrepError(f"{root}: no {MANIFEST_NAME}; the dataset is missing or incomplete "
                         f"(finish it with `prep tokenize`)")
+    # each says what to do: inspect, bench-loader and the loader print this line alone (verify adds a
+    # summary), and "not valid JSON (Expecting value: line 90 column 16)" left the user there
     try:
         data = json.loads(path.read_bytes())
-    except OSError as e:  # a directory in its place, no permission
-        raise PrepError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except PermissionError as e:
+        raise PrepError(f"{path}: cannot be read ({e.strerror or e}); give this user read access to it") from None
+    except OSError as e:  # a directory in its place, EIO from a failing disk
+        raise PrepError(f"{path}: cannot be read ({e.strerror or e}); {DAMAGED_FIX}") from None
     except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
-        raise PrepError(f"{path}: not valid JSON ({e})") from None
+        raise PrepError(f"{path}: not valid JSON ({e}); {DAMAGED_FIX}") from None
     if not isinstance(data, dict):
-        raise PrepError(f"{path}: not a JSON object (a manifest is one)")
+        raise PrepError(f"{path}: not a JSON object (a manifest is one); {DAMAGED_FIX}")
     return Manifest.from_dict(data, where=str(path))

@@ -117,3 +117,22 @@ def test_inspect_of_a_manifest_with_a_text_skipped_count_is_one_line(tmp_path):
 
 
 runner = CliRunner()
+
+
+@pytest.mark.parametrize("command", ["inspect", "bench-loader"])
+@pytest.mark.parametrize("damage, what", [
+    (lambda m: m.write_text('{"format_version": 1, "dty'), "not valid JSON"),
+    (lambda m: m.write_bytes(b"\xff\xfe\x00{"), "not valid JSON"),
+    (lambda m: m.write_text("[1, 2]"), "not a JSON object"),
+    (lambda m: m.mkdir(), "cannot be read (Is a directory)"),
+], ids=["cut", "binary", "list", "directory"])
+def test_a_manifest_that_is_not_json_says_what_to_do(tmp_path, command, damage, what):
+    """inspect and bench-loader print read_manifest's line alone: "manifest.json: not valid JSON
+    (Expecting value: line 90 column 16 (char 1970))" named no fix (verify's summary line did)."""
+    damage(tmp_path / "manifest.json")
+    (tmp_path / "train").mkdir()
+    result = CliRunner().invoke(app, [command, str(tmp_path)])
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert line.startswith(f"error: {tmp_path / 'manifest.json'}: {what}") and line.endswith(FIX), line
+    assert "Traceback" not in result.output and len(line.splitlines()) == 1
