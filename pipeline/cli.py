@@ -13,6 +13,7 @@ import typer
 
 from pipeline.cli_usage import HELP_OPTIONS, PrepGroup, print_version
 from pipeline.count_table import Column, count_table
+from pipeline.doc_display import DEFAULT_MAX_CHARS
 from pipeline.errors import PrepError, closest
 from pipeline.interrupts import RESUME_HINT
 from pipeline.tokenize_command import err, exit_code, out, tokenize_command
@@ -191,9 +192,12 @@ def inspect(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", metavar="PATH", help="tokenizer.json to decode --docs with, when the path the manifest names (as "
         "given to `prep tokenize`) does not resolve from here; its sha256 must match the manifest's."),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, "--max-chars", min=0, metavar="N",
+                                  help="Print at most N characters of each --docs document (0: all of it)."),
 ) -> None:
     """Summarize a dataset from its manifest (splits, shards, tokens, tokenizer, skipped records);
-    optionally decode the first documents with the tokenizer the recipe names.
+    optionally decode the first documents with the tokenizer the recipe names. Control characters in
+    a document (escape sequences, carriage returns, NULs) print as visible escapes (\\x1b, \\r).
 
     Files the manifest lists are checked for presence and size (a stat each), split directories for
     files it does not list, and the shards --docs decodes as `prep verify` checks them (index,
@@ -235,7 +239,7 @@ def inspect(
         raise PrepError(f"{directory} is damaged:\n  {shown}\n`prep verify {directory}` checks it in full; "
                         "restore the files, or rebuild it with `prep tokenize --overwrite`")
     if docs > 0:
-        _print_docs(directory, m, split, docs, tokenizer)
+        _print_docs(directory, m, split, docs, tokenizer, max_chars)
 
 
 def _local_dataset(directory: str, command: str) -> Path:
@@ -275,9 +279,10 @@ def _known_split(directory: Path, m, split: str) -> None:
 _BOUNDARIES = ("eos", "bos", "both", "none")  # recipe tokenizer.boundary values (pipeline.recipe)
 
 
-def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None) -> None:
+def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None, max_chars: int) -> None:
     import numpy as np
 
+    from pipeline.doc_display import shown_text
     from pipeline.manifest import read_idx
     from pipeline.recipe import TokenizerConfig
     from pipeline.tokenizers import load_tokenizer
@@ -320,7 +325,7 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
         for n, p in zip(lengths[: docs - shown], pointers[: docs - shown]):
             ids = data[int(p) // m.np_dtype.itemsize:][: int(n)].tolist()
             out.print(f"--- {split}/{shard.name} doc {shown}: {len(ids)} tokens", markup=False)
-            out.print(decode(ids), markup=False, highlight=False)
+            out.print(shown_text(decode(ids), max_chars), markup=False, highlight=False)
             shown += 1
         if shown >= docs:
             break

@@ -40,3 +40,31 @@ def test_docs_decode_whatever_boundary_the_manifest_records(tmp_path, demo_token
     result = runner.invoke(app, ["inspect", str(out), "-n", "2"])
     assert result.exit_code == 0, result.output
     assert "hello world<|endoftext|>" in result.output and "second one<|endoftext|>" in result.output
+
+
+def test_control_characters_in_a_document_print_as_visible_escapes(tmp_path, demo_tokenizer):
+    """A document's ESC sequences reached the terminal raw (ESC [2J clears it, ESC ]0; sets the window
+    title), and rich dropped CR, BS, BEL and FF without a trace: the text shown was not the text stored."""
+    text = "red \x1b[31mtext\x1b[0m, cr\rover bs\b bell\x07 ff\x0c nul\x00 \u202eltr\u202c end\ttab\nline"
+    out = make_dataset(tmp_path, demo_tokenizer, [text])
+    result = runner.invoke(app, ["inspect", str(out), "-n", "1"])
+    assert result.exit_code == 0, result.output
+    assert "red \\x1b[31mtext\\x1b[0m, cr\\rover bs\\b bell\\x07 ff\\f nul\\0 \\u202eltr\\u202c end" in result.output
+    assert "tab\nline<|endoftext|>" in result.output, result.output  # a tab and a newline stay (rich expands the tab)
+    assert not any(c in result.output for c in "\x1b\r\b\x07\x0c\x00\u202e")
+
+
+def test_a_long_document_is_cut_saying_how_much_is_left_out(tmp_path, demo_tokenizer):
+    """One document of a whole book printed all of it (200,000 tokens: ~200 KB), scrolling the summary
+    away; --max-chars N sets the cut, 0 prints it whole."""
+    out = make_dataset(tmp_path, demo_tokenizer, ["ab" * 5000, "short"])
+    result = runner.invoke(app, ["inspect", str(out), "-n", "2"])
+    assert result.exit_code == 0, result.output
+    doc = "ab" * 5000 + "<|endoftext|>"
+    assert "ab" * 1000 + f"\n[... {len(doc) - 2000:,} more characters; --max-chars 0 prints the whole document]" \
+        in result.output and "ab" * 1001 not in result.output, result.output
+    assert "short<|endoftext|>" in result.output
+    whole = runner.invoke(app, ["inspect", str(out), "-n", "1", "--max-chars", "0"])
+    assert doc in whole.output and "more characters" not in whole.output
+    tiny = runner.invoke(app, ["inspect", str(out), "-n", "2", "--max-chars", "3"])
+    assert "aba\n[... " in tiny.output and "sho\n[... 15 more characters" in tiny.output, tiny.output
