@@ -170,7 +170,14 @@ def bench_loader(
     _refuse_unfinished(directory, "bench-loader")
     if not (directory / "manifest.json").exists():
         raise PrepError(f"{directory}: no manifest.json; point bench-loader at a `prep tokenize` output")
-    _known_split(directory, read_manifest(directory), split)
+    m = read_manifest(directory)
+    _known_split(directory, m, split)
+    if m.splits[split].num_docs == 0:  # the loader's "split 'train' has no documents" named nothing to do
+        others = [name for name, s in m.splits.items() if s.num_docs]
+        raise PrepError(f"--split {split}: {directory} holds no documents in {split} (an empty run, written with "
+                        "--allow-empty), so there is nothing to measure; "
+                        + (f"bench a split that has some: --split {others[0]}" if others else
+                           "bench a dataset that holds documents"))
     import importlib.util
     if importlib.util.find_spec("torch") is None:  # an optional dependency: `prep tokenize` needs none
         raise PrepError("bench-loader feeds the shards to PyTorch, which is not installed here: "

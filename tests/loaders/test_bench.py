@@ -105,3 +105,20 @@ def test_an_empty_cache_dir_is_refused_in_one_line(dataset, tmp_path, monkeypatc
         run_loader_bench(dataset, modes=("windows",), num_workers=(0,), seq_len=32, batch_size=2, num_batches=1,
                          cache_dir=empty)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_split_says_there_is_nothing_to_measure_and_what_to_bench(tmp_path, demo_tokenizer):
+    """A dataset written with --allow-empty: bench-loader said only the loader's "split 'train' has no
+    documents", no option or way on; now it names the option and a split that has documents."""
+    from tests.conftest import write_jsonl, write_recipe
+    corpus = write_jsonl(tmp_path / "c.jsonl", ["", ""])
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
+    runner = CliRunner()
+    made = runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress", "--allow-empty"])
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["bench-loader", str(out), "--workers", "0", "--num-batches", "1"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: --split train: {out} holds no documents in train (an empty run, written with --allow-empty), so "
+        "there is nothing to measure; bench a dataset that holds documents"), result.output
