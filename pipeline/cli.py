@@ -336,6 +336,9 @@ def _print_docs(directory: Path, m, split: str, docs: int, tokenizer: str | None
             shown += 1
         if shown >= docs:
             break
+    if shown < docs:  # an -n past the split's end printed what there was and nothing else (an empty split: nothing)
+        out.print(f"--- {split} holds {shown:,} document(s): all of them are above" if shown else
+                  f"--- {split} holds no documents", markup=False)
 
 
 def main() -> None:  # python -m pipeline.cli

@@ -68,3 +68,18 @@ def test_a_long_document_is_cut_saying_how_much_is_left_out(tmp_path, demo_token
     assert doc in whole.output and "more characters" not in whole.output
     tiny = runner.invoke(app, ["inspect", str(out), "-n", "2", "--max-chars", "3"])
     assert "aba\n[... " in tiny.output and "sho\n[... 15 more characters" in tiny.output, tiny.output
+
+
+def test_asking_for_more_documents_than_the_split_holds_says_so(tmp_path, demo_tokenizer):
+    """`-n 5` of a split of 2 printed the 2 and stopped; of an empty split (--allow-empty) it printed
+    nothing at all, as if -n had been ignored."""
+    out = make_dataset(tmp_path, demo_tokenizer, ["one", "two"])
+    result = runner.invoke(app, ["inspect", str(out), "-n", "5"])
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith("two<|endoftext|>\n--- train holds 2 document(s): all of them are above")
+    assert "all of them" not in runner.invoke(app, ["inspect", str(out), "-n", "2"]).output
+    corpus = write_jsonl(tmp_path / "e.jsonl", [""])
+    recipe = write_recipe(tmp_path / "e.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "empty")
+    assert runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress", "--allow-empty"]).exit_code == 0
+    result = runner.invoke(app, ["inspect", str(tmp_path / "empty"), "-n", "3", "--split", "val"])
+    assert result.exit_code == 0 and result.output.rstrip().endswith("--- val holds no documents")
