@@ -72,6 +72,7 @@ class VerifyReport:
     num_tokens: int = 0
     bytes_read: int = 0
     unlisted: int = 0  # problems that are files the manifest does not list: deleted, not restored
+    boundaries_checked: bool = True  # False: the manifest records no boundary (the summary said it checked them)
 
     @property
     def ok(self) -> bool:
@@ -79,7 +80,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         checked = {"sizes": "sizes and headers", "index": "sizes and indexes",
-                   "full": "sizes, indexes, sha256, token ids and document boundaries"}[self.level]
+                   "full": "sizes, indexes, sha256, token ids and document boundaries" if self.boundaries_checked
+                   else "sizes, indexes, sha256 and token ids"}[self.level]
         if self.ok:
             return (f"ok: {self.root}: {self.num_shards} shards, {self.num_docs:,} documents, "
                     f"{self.num_tokens:,} tokens; {checked} all match the manifest")
@@ -161,6 +163,7 @@ def verify_dataset(root: str | os.PathLike, level: str = "full", *, progress: bo
         if sound:
             _deep_checks(sound, manifest, level, report, progress, console, threads, policy)
         if policy is None and not found:
+            report.boundaries_checked = False
             report.notes.append("the manifest records no tokenizer.boundary: document boundaries were not checked")
     report.num_shards = len(shards)
     report.num_docs = sum(s.info.num_docs for s in shards)

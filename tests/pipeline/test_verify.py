@@ -672,3 +672,15 @@ def test_an_unreadable_idx_found_while_reading_the_bin_is_blamed_on_the_idx(tmp_
                      "from a sound copy",
                      f"{b}: token id 1000 at token 3 (document unknown: the .idx cannot be read) is not below the "
                      "vocabulary size 1000"], found
+
+
+def test_ok_does_not_claim_the_boundaries_it_did_not_check(ds):
+    """A manifest without tokenizer.boundary: the note said boundaries were not checked, and the ok line
+    under it "sizes, indexes, sha256, token ids and document boundaries all match the manifest"."""
+    edit_manifest(ds, lambda d: d["tokenizer"].update(boundary=None))
+    r = runner.invoke(app, ["verify", str(ds), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    note, ok = r.output.strip().splitlines()
+    assert note == "note: the manifest records no tokenizer.boundary: document boundaries were not checked"
+    assert ok.startswith("ok: ") and ok.endswith("; sizes, indexes, sha256 and token ids all match the manifest"), ok
+    assert verify_dataset(ds).summary() == ok  # the library's summary: the same line
