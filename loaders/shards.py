@@ -32,9 +32,11 @@ import numpy as np
 from pipeline.dataset_path import (
     FILE,
     FOLDER,
+    LOST_MANIFEST,
     MANIFEST,
     UNFINISHED,
     URL,
+    lost_manifest_message,
     not_a_dataset,
     unfinished_message,
     url_message,
@@ -94,6 +96,8 @@ def _check_root(root: Path) -> None:
         raise PrepError(f"{root}: no {MANIFEST_NAME}; it is inside the dataset {ds}: pass {ds}{split}")
     if case.kind == UNFINISHED:
         raise PrepError(unfinished_message(root, "build the loader again"))
+    if case.kind == LOST_MANIFEST:
+        raise PrepError(lost_manifest_message(root, "build the loader again"))
     if case.kind == URL:
         raise PrepError(url_message(case, "the loader"))
     what = "a file, not a directory" if case.kind == FILE else "no such directory"

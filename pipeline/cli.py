@@ -269,11 +269,19 @@ def _refuse_unfinished(directory: Path, command: str) -> None:
     that a run is writing it or stopped, and how to finish it. inspect said "the dataset is missing or
     incomplete (finish it with `prep tokenize`)", bench-loader "point bench-loader at a `prep tokenize`
     output", though it is one (the sentence is pipeline.dataset_path's, shared with the loader)."""
-    from pipeline.dataset_path import UNFINISHED, not_a_dataset, unfinished_message
+    from pipeline.dataset_path import (
+        LOST_MANIFEST,
+        UNFINISHED,
+        lost_manifest_message,
+        not_a_dataset,
+        unfinished_message,
+    )
 
     case = not_a_dataset(directory)
     if case is not None and case.kind == UNFINISHED:
         raise PrepError(unfinished_message(directory, f"run `prep {command}` again"))
+    if case is not None and case.kind == LOST_MANIFEST:
+        raise PrepError(lost_manifest_message(directory, f"run `prep {command}` again"))
 
 
 def _known_split(directory: Path, m, split: str) -> None:

@@ -18,13 +18,14 @@ from pathlib import Path
 
 from pipeline.manifest import MANIFEST_NAME
 
-__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "MISSING", "URL", "NotADataset", "not_a_dataset",
-           "unfinished_message", "url_message"]
+__all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "LOST_MANIFEST", "MISSING", "URL", "NotADataset", "not_a_dataset",
+           "unfinished_message", "lost_manifest_message", "url_message", "shards_without_manifest"]
 
 MANIFEST = "manifest"  # DIR/manifest.json itself
 FILE = "file"  # any other file: a shard (DIR/train/x.bin), a file beside the manifest, or one elsewhere
 FOLDER = "folder"  # a directory inside a dataset: a split folder (DIR/train), or DIR/.prep
 UNFINISHED = "unfinished"  # no manifest yet, but a `prep tokenize` run's state (DIR/.prep/): writing, or stopped
+LOST_MANIFEST = "lost_manifest"  # a finished run's files (its lock, split folders of shards) without manifest.json
 MISSING = "missing"  # nothing at the path
 URL = "url"  # an fsspec URL (an output.dir of `prep tokenize` that uploaded there): readers read local files
 
@@ -76,9 +77,48 @@ def not_a_dataset(root: str | Path) -> NotADataset | None:
         return None
     if _is_dataset(root.parent):
         return NotADataset(FOLDER, root, root.parent, _listed_split(root.parent, root.name))
+    if shards_without_manifest(root) is not None:
+        return NotADataset(LOST_MANIFEST, root)
     if (root / ".prep").is_dir():  # prep tokenize's run state: the manifest is written last
         return NotADataset(UNFINISHED, root)
     return None
+
+
+_SHARD_FILE = re.compile(r"^shard-\d{6}\.(bin|idx)$")
+_BESIDE_SPLITS = {"rejects.jsonl", ".prep"}
+
+
+def shards_without_manifest(root: Path) -> Path | None:
+    """A shard of a finished run whose manifest.json is gone (deleted, or left behind by a copy), else None.
+    A finished run leaves DIR/.prep/lock alone: its plan and journal go with the run; a run still writing
+    (or stopped) keeps them. So: the lock, no plan or journal, and every other entry a split folder of
+    shard files (or rejects.jsonl), one shard at least. Told apart from an unfinished run because the fix
+    differs: re-running the command refuses such a directory as foreign; --overwrite rebuilds it."""
+    state = root / ".prep"
+    if not (state / "lock").is_file() or (state / "plan.json").exists() or (state / "journal.jsonl").exists():
+        return None
+    shard = None
+    try:
+        for child in root.iterdir():
+            if child.name in _BESIDE_SPLITS:
+                continue
+            if not child.is_dir():
+                return None
+            for entry in child.iterdir():
+                if not (_SHARD_FILE.match(entry.name) and entry.is_file()):
+                    return None
+                shard = shard or entry
+    except OSError:
+        return None
+    return shard
+
+
+def lost_manifest_message(root: str | Path, then: str) -> str:
+    """The LOST_MANIFEST case in one sentence, for the CLI and the loader: `then` as unfinished_message's."""
+    root = Path(root)
+    return (f"{root}: no {MANIFEST_NAME}, though a finished `prep tokenize` run wrote its shards here: the "
+            f"manifest (which holds the shards' checksums and document counts) was deleted or not copied with them; "
+            f"restore it, or rebuild the dataset with the same `prep tokenize` command and --overwrite, then {then}")
 
 
 def unfinished_message(root: str | Path, then: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pipeline.dataset_path import shards_without_manifest
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME
 from pipeline.source_formats import is_url
@@ -39,6 +40,13 @@ def refuse_foreign(out: Path, state, overwrite: bool) -> None:
     ours = (out / MANIFEST_NAME).exists() or state.plan_path.exists() or state.journal_path.exists()
     if ours or not out.is_dir():
         return
+    shard = shards_without_manifest(out)
+    if shard is not None:  # a finished dataset that lost its manifest: ours, but only --overwrite may rebuild it
+        if overwrite:
+            return
+        raise PrepError(f"{out}: holds a finished prep dataset's shards ({shard.relative_to(out)}) but no "
+                        f"{MANIFEST_NAME}: restore the manifest, or add --overwrite to rebuild the dataset, or "
+                        "choose another --output")
     other = next((child for child in sorted(out.iterdir()) if child.name != state.dir.name), None)
     if other is not None:
         raise foreign_output(str(out), other.name, overwrite)

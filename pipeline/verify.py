@@ -33,7 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.dataset_path import FILE, MANIFEST, MISSING, UNFINISHED, URL, not_a_dataset, url_message
+from pipeline.dataset_path import (
+    FILE,
+    LOST_MANIFEST,
+    MANIFEST,
+    MISSING,
+    UNFINISHED,
+    URL,
+    lost_manifest_message,
+    not_a_dataset,
+    shards_without_manifest,
+    url_message,
+)
 from pipeline.errors import PrepError
 from pipeline.manifest import (
     IDX_HEADER_BYTES,
@@ -186,7 +197,7 @@ def refuse_non_dataset(root: Path, command: str) -> None:
     dataset_path, shared with the loader; a run without its manifest yet is left to the caller (verify
     reports it as a problem)."""
     case = not_a_dataset(root)
-    if case is None or case.kind == UNFINISHED:
+    if case is None or case.kind in (UNFINISHED, LOST_MANIFEST):
         return
     if case.kind == URL:  # the CLI refuses a URL before, in its words: here from Python (verify_dataset)
         raise PrepError(url_message(case, "verify_dataset" if command == "verify" else f"`prep {command}`"))
@@ -216,9 +227,12 @@ class _Shard:
 def _load_manifest(root: Path, report: VerifyReport) -> Manifest | None:
     path = root / MANIFEST_NAME
     if not path.exists():
-        report.problems.append(f"{path}: missing; " + (
-            "an unfinished `prep tokenize` run is here: wait for it to end, or re-run the same command to finish it"
-            if _unfinished_run(root) else "this is not a complete prep dataset"))
+        if shards_without_manifest(root) is not None:
+            report.problems.append(f"{path}: missing; " + lost_manifest_message(root, "verify again").split(": ", 1)[1])
+        else:
+            report.problems.append(f"{path}: missing; " + (
+                "an unfinished `prep tokenize` run is here: wait for it to end, or re-run the same command to finish it"
+                if _unfinished_run(root) else "this is not a complete prep dataset"))
         return None
     try:
         return read_manifest(root)

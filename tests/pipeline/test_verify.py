@@ -118,11 +118,22 @@ def test_cli_one_line_per_problem(ds):
 
 # -- manifest -------------------------------------------------------------------------------------
 def test_missing_manifest(ds):
+    import shutil
     (ds / "manifest.json").unlink()
+    shutil.rmtree(ds / ".prep", ignore_errors=True)  # shards alone: no sign of prep (a finished run leaves its lock)
     only(problems(ds), ds / "manifest.json", "missing", "not a complete prep dataset")
     (ds / ".prep").mkdir(exist_ok=True)
     (ds / ".prep" / "journal.jsonl").write_text("")
     only(problems(ds), ds / "manifest.json", "unfinished `prep tokenize` run", "re-run")
+
+
+def test_a_finished_dataset_without_its_manifest_is_told_to_restore_it_or_rebuild(ds):
+    """A finished run leaves .prep/lock alone: with its manifest gone, verify_dataset called it "not a
+    complete prep dataset" and the CLI an unfinished run to finish (tests/pipeline/test_lost_manifest.py)."""
+    (ds / "manifest.json").unlink()
+    (ds / ".prep").mkdir(exist_ok=True)
+    (ds / ".prep" / "lock").write_text("")
+    only(problems(ds), ds / "manifest.json", "missing", "deleted or not copied", "--overwrite")
 
 
 def test_an_unfinished_run_is_told_to_finish_not_to_point_verify_elsewhere(ds):
