@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pipeline import source_files
+from pipeline import signed_urls, source_files
 from pipeline.errors import PrepError, closest
 from pipeline.recipe_values import apply_overrides, check_value
 from pipeline.recipe_yaml import load_recipe_yaml, located, overridden_keys
@@ -315,6 +315,8 @@ class Recipe:
         d["sources"] = [dict(s, format=SourceConfig(**s).resolved_format()) for s in d["sources"]]
         for s in d["sources"]:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
+            # a pre-signed URL's signature is one too, and a re-signed URL is the same input (signed_urls)
+            s["path"] = signed_urls.name(s["path"]) if isinstance(s["path"], str) else [signed_urls.name(p) for p in s["path"]]
             # a key added after datasets were made drops out at its default, so those datasets and
             # unfinished runs still match their recipe
             for added, default in (("records_field", None), ("delimiter", None), ("quoting", "csv"),

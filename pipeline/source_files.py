@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline import signed_urls
 from pipeline.errors import PrepError
 from pipeline.source_formats import (
     dir_census,
@@ -190,6 +191,8 @@ def _expand_url(url: str, storage_options: dict, source: SourceConfig) -> list[s
     """A URL without glob characters as is (checked when opened), or, one ending in "/", the files
     under that prefix of the source's format (as for a local directory); a glob listed through fsspec."""
     refuse_url_credentials(url, "source.path")
+    if signed_urls.is_signed(url):  # one object, named without its signature (its "?" is no glob)
+        return [signed_urls.remember(url)]
     from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
     if url.endswith("/") and not any(c in url.split("://", 1)[1] for c in "*?["):
         return _url_dir_files(url, storage_options, source.resolved_format())

@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 
-from pipeline import trace
+from pipeline import signed_urls, trace
 from pipeline.errors import STOPS_THE_RUN, PrepError
 from pipeline.pool import hf_threads, worker_environment
 from pipeline.readers import WorkUnit
@@ -41,6 +41,7 @@ def init_worker(ctx: WorkerContext, spec_path: str, queue, starts, parent_pid: i
         ctx = dataclasses.replace(ctx, spec=pickle.load(f))
     worker_environment(hf_threads(workers) if ctx.spec.backend == "hf" else 1)
     _CTX, _QUEUE, _STARTS = ctx, queue, starts
+    signed_urls.remember_sources(ctx.recipe.sources)  # the signed URLs its reads fetch (listed in the parent)
     if ctx.remote_inputs:  # only then: importing url_reads imports fsspec (~50 ms per worker)
         from pipeline.readers.url_reads import expecting
         expecting(ctx.remote_inputs)

@@ -32,6 +32,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from pipeline import signed_urls
 from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
@@ -329,7 +330,7 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
 
             # first: its import sets fsspec's http(s) stall timeout, which a filesystem takes when made
             from pipeline.readers.url_reads import size_of, stamp_of
-            fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
             info = fs.info(p)
             return size_of(path, fs, p, info), stamp_of(info)
         st = os.stat(local_path(path))
@@ -341,7 +342,7 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
     except PrepError:
         raise
     except Exception as e:  # network, credentials
-        raise PrepError(f"source.path: cannot read {path} ({type(e).__name__}: {e}); check the URL and "
+        raise PrepError(f"source.path: cannot read {path} ({type(e).__name__}: {signed_urls.redact(str(e))}); check the URL and "
                         "source.storage_options") from None
 
 
@@ -520,9 +521,9 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
         if not serves_ranges(path, storage_options):  # read it as one stream from its start
             from pipeline.readers.url_reads import checked_info, expects
             if expects(path):  # in a run: the object its plan saw (url_reads.check_unchanged)
-                fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+                fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
                 checked_info(path, fs, p)
-            body = fsspec.open(path, "rb", block_size=0, **(storage_options or {})).open()
+            body = fsspec.open(signed_urls.address(path), "rb", block_size=0, **(storage_options or {})).open()
             return io.BufferedReader(_OneStream(body, path), buffer_size=1 << 20)  # peek() for the readers' looks
         from pipeline.readers.url_reads import open_url
         return open_url(path, storage_options, ahead_to)
@@ -582,7 +583,7 @@ def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
         # parent never import fsspec, ~30-60 ms of start-up each)
         from pipeline.readers import url_reads  # noqa: F401
         try:
-            with fsspec.open(path, "rb", block_size=1, **(storage_options or {})).open() as f:
+            with fsspec.open(signed_urls.address(path), "rb", block_size=1, **(storage_options or {})).open() as f:
                 if f.size is None:  # no declared size (url_reads.size_of): fsspec opened a stream, no ranges
                     _RANGES[path] = False
                     return False

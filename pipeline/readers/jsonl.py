@@ -20,6 +20,7 @@ from itertools import accumulate
 import numpy as np
 import orjson
 
+from pipeline import signed_urls
 from pipeline.errors import PrepError
 from pipeline.filters import Batcher, RecordError, TextExtractor
 from pipeline.readers import json_array, json_cuts, surrogates
@@ -200,7 +201,7 @@ def _holds_a_document(path: str, storage_options: dict | None) -> bool:
             import fsspec
 
             from pipeline.readers import url_reads  # noqa: F401  (its import sets fsspec's http(s) stall timeout)
-            fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
             if not compression_of(path):
                 return json_array.head_starts_a_document(fs.cat_file(p, start=0, end=256))
             stream, raw = decompressor(path, io.BytesIO(fs.cat_file(p, start=0, end=HEAD_COMPRESSED_BYTES)))

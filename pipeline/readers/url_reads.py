@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 
+from pipeline import signed_urls
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
 
 __all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "checked_info", "stamp_of",
@@ -184,7 +185,7 @@ def unreachable(path: str, error: BaseException, at: int | None = None) -> Input
     if _precondition_failed(error):
         return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
-    what = f"{type(error).__name__}: {error}"
+    what = f"{type(error).__name__}: {signed_urls.redact(str(error))}"  # aiohttp's names the URL it fetched
     if (kind := _timed_out(error)) == "connect":
         what = "connecting timed out: the host is unreachable or the network is down"
     elif kind:
@@ -201,7 +202,7 @@ def open_url(path: str, storage_options: dict | None, ahead_to: int | None):
     import fsspec
     from fsspec.spec import AbstractBufferedFile
     try:
-        fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
         try:
             f = fs.open(p, "rb", cache_type="none")  # every read() of it is one request of what it asks
         except FileNotFoundError as e:
