@@ -329,9 +329,9 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
             import fsspec
 
             # first: its import sets fsspec's http(s) stall timeout, which a filesystem takes when made
-            from pipeline.readers.url_reads import size_of, stamp_of
+            from pipeline.readers.url_reads import retrying, size_of, stamp_of
             fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
-            info = fs.info(p)
+            info = retrying(path, lambda: fs.info(p))  # a 503 or a reset: tried again before the plan stops
             return size_of(path, fs, p, info), stamp_of(info)
         st = os.stat(local_path(path))
         return st.st_size, st.st_mtime_ns
@@ -523,7 +523,8 @@ def open_raw(path: str, storage_options: dict | None = None, ahead_to: int | Non
             if expects(path):  # in a run: the object its plan saw (url_reads.check_unchanged)
                 fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
                 checked_info(path, fs, p)
-            body = fsspec.open(signed_urls.address(path), "rb", block_size=0, **(storage_options or {})).open()
+            from pipeline.readers.url_reads import retrying
+            body = retrying(path, fsspec.open(signed_urls.address(path), "rb", block_size=0, **(storage_options or {})).open)
             return io.BufferedReader(_OneStream(body, path), buffer_size=1 << 20)  # peek() for the readers' looks
         from pipeline.readers.url_reads import open_url
         return open_url(path, storage_options, ahead_to)

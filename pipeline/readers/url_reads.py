@@ -38,12 +38,16 @@ it so: it cannot fetch a range of a body it cannot size), decoded by aiohttp onc
 from __future__ import annotations
 
 import io
+import logging
+import time
 
 from pipeline import signed_urls
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
 
+log = logging.getLogger("prep")
+
 __all__ = ["open_url", "unreachable", "expecting", "expects", "check_unchanged", "checked_info", "stamp_of",
-           "InputChanged", "size_of"]
+           "InputChanged", "size_of", "retrying", "transient"]
 
 # bytes per request while a read is before `ahead_to` (or there is none): S3 answers a request in
 # ~10-50 ms, so 4 MiB keeps one worker's stream at tens of MB/s, above what it tokenizes per core
@@ -77,6 +81,54 @@ def _install_stall_timeout() -> None:
 
 
 _install_stall_timeout()
+
+
+# seconds to wait before each retry of an http(s) request that failed transiently (`retrying`): 5 tries
+# over 7.5 s, about what a load balancer's restart or a CDN's 503 burst lasts; botocore retries S3's own
+# (its `retries` config), so s3:// is not retried here. Tests set shorter ones.
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+# an answer that says "try again": a server error, a gateway's, an overload, a gateway's timeout. 4xx
+# (403 expired, 404, 416) are the request's fault and never retried
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+# aiohttp's names for a connection the server closed or reset (not ClientConnectorError, its subclass
+# for a host that cannot be reached: retrying that only delays the "connecting" message)
+_DROPPED = {"ServerDisconnectedError", "ClientOSError", "ClientConnectionResetError", "ClientPayloadError"}
+
+
+def transient(error: BaseException) -> BaseException | None:
+    """The error of `error`'s chain that makes it worth a retry (a 503, a reset), or None: fsspec's
+    info() raises FileNotFoundError from a 503."""
+    for _ in range(8):  # the chain of causes, not a cycle
+        status = getattr(error, "status", None)
+        if isinstance(status, int) and status in RETRY_STATUSES:
+            return error
+        if isinstance(error, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) \
+                or type(error).__name__ in _DROPPED:
+            return error
+        error = error.__cause__ or error.__context__
+        if error is None:
+            return None
+    return None
+
+
+def retrying(path: str, call):
+    """call(), again after each of RETRY_DELAYS while an http(s) request fails transiently; the last
+    failure is `unreachable`, saying how many tries were made. Other errors pass at once."""
+    if not path.startswith(("http://", "https://")):
+        return call()
+    for tries, delay in enumerate((*RETRY_DELAYS, None), 1):
+        try:
+            return call()
+        except PrepError:
+            raise
+        except Exception as e:
+            if (cause := transient(e)) is None:
+                raise
+            if delay is None:  # named by what the server said, not fsspec's FileNotFoundError made of it
+                raise unreachable(path, cause, tries=tries) from None
+            why = f"HTTP {cause.status}" if hasattr(cause, "status") else type(cause).__name__
+            log.warning("%s: %s; retrying in %g s (try %d of %d)", path, why, delay, tries + 1, len(RETRY_DELAYS) + 1)
+            time.sleep(delay)
 
 
 # what fsspec's filesystems call a version of an object in `info()`: s3 and http ETag, gcs etag,
@@ -153,7 +205,7 @@ def checked_info(path: str, fs, p: str) -> dict:
     """`fs.info(p)` of a URL the run planned, checked against the plan (check_unchanged); a missing
     object is `gone`, not a file that cannot be opened (which under skip failed its units)."""
     try:
-        info = fs.info(p)
+        info = retrying(path, lambda: fs.info(p))
     except FileNotFoundError as e:
         raise gone(path, e) from None
     check_unchanged(path, info)
@@ -181,11 +233,13 @@ def _timed_out(error: BaseException) -> str:
     return ""
 
 
-def unreachable(path: str, error: BaseException, at: int | None = None) -> InputUnreachable:
+def unreachable(path: str, error: BaseException, at: int | None = None, tries: int = 1) -> InputUnreachable:
     if _precondition_failed(error):
         return changed(path, f"replaced while read, at byte {at or 0:,}")
     where = f" at byte {at:,}" if at else ""
     what = f"{type(error).__name__}: {signed_urls.redact(str(error))}"  # aiohttp's names the URL it fetched
+    if tries > 1:
+        what += f", {tries} tries over {sum(RETRY_DELAYS[:tries - 1]):g} s"
     if (kind := _timed_out(error)) == "connect":
         what = "connecting timed out: the host is unreachable or the network is down"
     elif kind:
@@ -204,7 +258,8 @@ def open_url(path: str, storage_options: dict | None, ahead_to: int | None):
     try:
         fs, p = fsspec.core.url_to_fs(signed_urls.address(path), **(storage_options or {}))
         try:
-            f = fs.open(p, "rb", cache_type="none")  # every read() of it is one request of what it asks
+            # every read() of it is one request of what it asks; http's open asks the size (a HEAD)
+            f = retrying(path, lambda: fs.open(p, "rb", cache_type="none"))
         except FileNotFoundError as e:
             if path in _expected:
                 raise gone(path, e) from None
@@ -289,7 +344,7 @@ class _Fetches(io.RawIOBase):
     def _fetch(self, n: int) -> bytes:
         try:
             self._f.seek(self._pos)
-            return self._f.read(n)
+            return retrying(self._path, lambda: self._f.read(n))
         except FileNotFoundError as e:  # deleted since it was opened
             if self._path in _expected:
                 raise gone(self._path, e) from None

@@ -244,6 +244,34 @@ def test_a_stalled_server_stops_the_run_naming_the_url_and_the_stall(tmp_path, s
     assert "(no data for 1 s, or the timeout storage_options' client_kwargs set: the server stalled); check the network" in str(e.value) and "\n" not in str(e.value)
 
 
+class _CountedStallHandler(_StallingHandler):
+    """_StallingHandler that counts the GETs it stalls (`stalls` on the server)."""
+
+    def copyfile(self, source, outputfile):
+        data = source.read()
+        if self.command == "GET" and len(data) > 16:  # the bodies _StallingHandler stalls
+            with self.server.lock:
+                self.server.stalls += 1
+        super().copyfile(io.BytesIO(data), outputfile)
+
+
+def test_a_stall_at_the_plans_first_look_costs_one_timeout(tmp_path, serve, short_http_limits):
+    """The plan's look at a JSONL URL's first bytes (is it one JSON array?) took a stall for "no" and
+    planned on: the unit then stalled a second time (60 s more) before the run said why. The look's
+    network error stops the run now: one stalled request."""
+    from pipeline.errors import InputUnreachable
+    www, start = serve
+    (www / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in demo_texts(900) if t))
+    server = start(_CountedStallHandler)
+    server.release, server.stalls = threading.Event(), 0
+    try:
+        with pytest.raises(InputUnreachable, match=r"d\.jsonl: reading it failed \(no data for 1 s"):
+            tokenize(_recipe(tmp_path, f"{server.url}/d.jsonl", "stall-once", workers=1), show_progress=False)
+    finally:
+        server.release.set()
+    assert server.stalls == 1
+
+
 def test_a_stream_longer_than_aiohttps_request_limit_is_read_whole(tmp_path, serve, short_http_limits):
     """A file of a server without ranges is read as one stream: one request for all of it, which failed
     (FSTimeoutError) once it took longer than aiohttp's 300 s, however fast its bytes came. Only a
