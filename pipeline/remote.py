@@ -11,6 +11,8 @@ the same recipe means "already complete"; one of another recipe is refused witho
 stays until the new dataset's upload starts. As for a local output (pipeline.outdir), a URL that
 holds files which are neither a prep dataset nor this staging directory's upload is refused, with
 --overwrite too, and --overwrite refuses to replace a file the run reads.
+A URL that holds only a dataset's files and no manifest (an upload whose staging directory was
+deleted) is refused as unfinished, and --overwrite replaces it.
 The staging directory needs the dataset's size in local disk; it is kept after the upload.
 Two concurrent runs to one URL from different machines are not locked against each other.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from pipeline.errors import PrepError
@@ -138,11 +141,27 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
     if root in found:  # an object of that very name: s3fs's find() of a file is the file
         raise PrepError(f"output.dir: {url} is a file (an object of that name exists), not a prefix for a dataset's "
                         "files; choose another output.dir")
-    log = _load_log(local / ".prep" / UPLOAD_LOG, url)
+    log_path = local / ".prep" / UPLOAD_LOG
+    log = _load_log(log_path, url)
     foreign = sorted(rel for rel in _listed(found, root) if rel not in log["files"])
-    if foreign:
-        raise foreign_output(url, f"{len(foreign)} file(s) that prep did not upload from {local}, such as "
-                             f"{foreign[0]!r}", overwrite, run_state="record of an upload")
+    if not foreign:
+        return
+    holds = f"{len(foreign)} file(s) that prep did not upload from {local}, such as {foreign[0]!r}"
+    if not all(_DATASET_FILE.fullmatch(rel) for rel in foreign):
+        raise foreign_output(url, holds, overwrite, run_state="record of an upload")
+    # only a dataset's file names and no manifest: an upload interrupted, its staging directory (and
+    # record) deleted since, or another machine's. --overwrite replaces it; recorded as this upload's,
+    # so that a re-run of an interrupted --overwrite goes on without it
+    if not overwrite:
+        raise PrepError(f"{url}: holds {holds}, and no manifest.json: an unfinished upload, whose staging directory "
+                        "is gone or on another machine; pass --overwrite to replace it, or choose another output.dir")
+    for rel in foreign:
+        log["files"].setdefault(rel, "replaced")
+    _save(log_path, log)
+
+
+# the files upload_dataset puts beside manifest.json (assemble's shard names)
+_DATASET_FILE = re.compile(r"(?:train|val)/shard-\d{6}\.(?:bin|idx)|rejects\.jsonl")
 
 
 def _listed(found: list[str], root: str) -> list[str]:

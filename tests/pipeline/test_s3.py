@@ -926,3 +926,39 @@ def test_a_damaged_remote_manifest_is_named_by_its_url_and_overwrite_replaces_it
         tokenize(r, show_progress=False)
     tokenize(r, show_progress=False, overwrite=True)
     assert fs.cat_file("/prep-damaged/ds/manifest.json") == (tmp_path / "stage" / "manifest.json").read_bytes()
+
+
+def test_an_unfinished_upload_whose_staging_directory_is_gone_is_replaced_with_overwrite(
+        tmp_path, demo_tokenizer, monkeypatch):
+    """An upload interrupted, then its staging directory deleted: the prefix held only the dataset's
+    shards (no manifest), which no record said were prep's, and was refused as foreign files even with
+    --overwrite. Without --overwrite it is still refused, as unfinished and saying how to replace it;
+    --overwrite replaces it. A prefix with any other file stays refused either way."""
+    import shutil
+
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-lost-stage/ds"
+    fs = fsspec.filesystem("memory")
+    r = _memory_recipe(tmp_path, demo_tokenizer, url)
+    _fail_put(monkeypatch, fs, at=3)
+    with pytest.raises(PrepError, match=f"upload to {url} failed"):
+        tokenize(r, show_progress=False)
+    monkeypatch.undo()
+    partial = sorted(fs.find("/prep-lost-stage/ds"))
+    assert partial and not fs.exists("/prep-lost-stage/ds/manifest.json")
+    shutil.rmtree(tmp_path / "stage")
+    with pytest.raises(PrepError, match=rf"^{url}: holds 2 file\(s\) that prep did not upload from .*stage, such as "
+                                        r"'train/shard-000000.bin', and no manifest.json: an unfinished upload, .*; "
+                                        r"pass --overwrite to replace it, or choose another output.dir$"):
+        tokenize(r, show_progress=False)
+    assert sorted(fs.find("/prep-lost-stage/ds")) == partial
+    fs.pipe_file("/prep-lost-stage/ds/notes.txt", b"someone's")
+    with pytest.raises(PrepError, match="--overwrite replaces only a prep dataset or run"):
+        tokenize(r, show_progress=False, overwrite=True)
+    fs.rm_file("/prep-lost-stage/ds/notes.txt")
+    result = tokenize(r, show_progress=False, overwrite=True)
+    listed = {f"{split}/{s.name}.{ext}" for split, info in result.manifest.splits.items() for s in info.shards
+              for ext in ("bin", "idx")}
+    assert {p[len("/prep-lost-stage/ds/"):] for p in fs.find("/prep-lost-stage/ds")} == listed | {"manifest.json"}
