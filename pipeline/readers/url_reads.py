@@ -168,6 +168,38 @@ def size_of(path: str, fs, p: str, info: dict) -> int:
     return n
 
 
+# the magic bytes of a compression prep decodes by a suffix: an object stored so under a plain name is asked
+# for its Content-Encoding (_encoded_note)
+_MAGIC = {b"\x1f\x8b": ".gz", b"\x28\xb5\x2f\xfd": ".zst"}
+
+
+def _encoded_note(path: str, fs, p: str, head: bytes) -> None:
+    """An S3 object stored compressed with a Content-Encoding (`aws s3 cp --content-encoding gzip`)
+    under a plain name (`d.jsonl`) was refused as "its bytes are gzip ... rename it to d.jsonl.gz",
+    which left users to wonder why a file they uploaded as text was gzip: S3 sends the stored bytes
+    as they are. Raises a PrepError saying what the store said, with the fix. Asked (one HEAD) only
+    for an object whose first bytes are a compression's under a name of no compression suffix, which
+    is refused in any case."""
+    from pipeline.readers.base import compression_of
+    suffix = next((s for magic, s in _MAGIC.items() if head.startswith(magic)), None)
+    call_s3 = getattr(fs, "call_s3", None)  # s3fs's: its info() leaves the ContentEncoding out
+    if suffix is None or compression_of(path) or call_s3 is None:
+        return
+    try:
+        bucket, key, version = fs.split_path(p)
+        head_object = call_s3("head_object", Bucket=bucket, Key=key, **({"VersionId": version} if version else {}))
+        encoding = str(head_object.get("ContentEncoding") or "")
+    except Exception:  # the reader's own refusal stands
+        return
+    if encoding.strip().lower() in ("", "identity", "aws-chunked"):
+        return
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    raise PrepError(f"{path}: stored with Content-Encoding: {encoding}, and S3 sends its bytes as stored: "
+                    f"compressed ({suffix}), under a name that does not end in {suffix}, so prep would read them as "
+                    f"plain text; rename the object to {name}{suffix}, or upload it uncompressed without "
+                    "--content-encoding, then re-run")
+
+
 def expecting(inputs: dict[str, list]) -> None:
     """From now on, opens of these URLs ({url: [size, stamp]}) check the object is still that one."""
     _expected.clear()
@@ -278,7 +310,7 @@ def open_url(path: str, storage_options: dict | None, ahead_to: int | None):
         raise unreachable(path, e) from None
     if not isinstance(f, AbstractBufferedFile):  # memory://, local://: no requests to bound
         return f
-    return _StopsAt(_Fetches(path, f, ahead_to), ahead_to)
+    return _StopsAt(_Fetches(path, f, ahead_to, fs, p), ahead_to)
 
 
 class _StopsAt(io.BufferedReader):
@@ -308,8 +340,9 @@ class _Fetches(io.RawIOBase):
     """Seekable bytes of a remote file `f` (opened without a cache), fetched REQUEST_BYTES or more at a
     time, never past `ahead_to` until a read starts there; at most one fetch held."""
 
-    def __init__(self, path: str, f, ahead_to: int | None):
+    def __init__(self, path: str, f, ahead_to: int | None, fs=None, p: str = ""):
         self._path, self._f, self._ahead_to = path, f, ahead_to
+        self._fs, self._p = fs, p  # its filesystem and path there, for _encoded_note
         self._pos = 0
         self._held, self._held_at = b"", 0
 
@@ -344,7 +377,7 @@ class _Fetches(io.RawIOBase):
     def _fetch(self, n: int) -> bytes:
         try:
             self._f.seek(self._pos)
-            return retrying(self._path, lambda: self._f.read(n))
+            data = retrying(self._path, lambda: self._f.read(n))
         except FileNotFoundError as e:  # deleted since it was opened
             if self._path in _expected:
                 raise gone(self._path, e) from None
@@ -353,6 +386,9 @@ class _Fetches(io.RawIOBase):
             raise
         except Exception as e:
             raise unreachable(self._path, e, self._pos) from None
+        if self._pos == 0 and self._fs is not None:
+            _encoded_note(self._path, self._fs, self._p, data[:4])
+        return data
 
     def close(self) -> None:
         try:

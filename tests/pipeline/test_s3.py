@@ -962,3 +962,25 @@ def test_an_unfinished_upload_whose_staging_directory_is_gone_is_replaced_with_o
     listed = {f"{split}/{s.name}.{ext}" for split, info in result.manifest.splits.items() for s in info.shards
               for ext in ("bin", "idx")}
     assert {p[len("/prep-lost-stage/ds/"):] for p in fs.find("/prep-lost-stage/ds")} == listed | {"manifest.json"}
+
+
+def test_an_object_stored_with_content_encoding_gzip_under_a_plain_name_says_so(tmp_path, s3):
+    """`aws s3 cp d.jsonl.gz s3://.../d.jsonl --content-encoding gzip` stores gzip bytes that S3 sends as
+    they are: refused with "rename it to d.jsonl.gz" alone, which said nothing of the Content-Encoding
+    that made them so. Now the message says what S3 said and the fixes; the same bytes under a .gz name
+    are read."""
+    import gzip
+
+    from pipeline.errors import PrepError
+    fs, options = s3
+    texts = [t for t in demo_texts(200) if t]
+    body = gzip.compress("".join(json.dumps({"text": t}) + "\n" for t in texts).encode())
+    fs.pipe("prep-test/encoded/d.jsonl", body, ContentEncoding="gzip")
+    r = recipe([{"path": "s3://prep-test/encoded/d.jsonl", "storage_options": options}], str(tmp_path / "out"))
+    with pytest.raises(PrepError, match=r"s3://prep-test/encoded/d\.jsonl: stored with Content-Encoding: gzip, and S3 "
+                                        r"sends its bytes as stored: compressed \(\.gz\), .*; rename the object to "
+                                        r"d\.jsonl\.gz, or upload it uncompressed without --content-encoding, then re-run"):
+        tokenize(r, show_progress=False)
+    fs.pipe("prep-test/encoded/e.jsonl.gz", body, ContentEncoding="gzip")
+    named = recipe([{"path": "s3://prep-test/encoded/e.jsonl.gz", "storage_options": options}], str(tmp_path / "gz"))
+    assert sum(s.num_docs for s in tokenize(named, show_progress=False).manifest.splits.values()) == len(texts)
