@@ -38,7 +38,7 @@ from pipeline.errors import RESUME_FIX, PrepError, SchemaError
 from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path, url_name
 
-__all__ = ["ByteProgress", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
+__all__ = ["ByteProgress", "no_ranges_why", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
            "REJECT_PREVIEW_CHARS", "value_preview", "READ_ROWS", "decode_errors", "decompressed_size", "unreadable", "planned_decompressed_size", "planned_head", "planning_damage", "note_planning_damage", "is_damage", "decompressor", "planning", "compressed_ranges", "open_unit", "local_path", "open_raw", "decode_utf8", "InputCorrupt", "trailing_note"]
 
 REJECT_PREVIEW_CHARS = 200
@@ -566,6 +566,16 @@ class _OneStream(io.RawIOBase):
 
 
 _RANGES: dict[str, bool] = {}  # http(s) URL: whether its server answers range requests (per process)
+_UNSIZED: set[str] = set()  # those of them whose server declared no size (why they get no range requests)
+
+
+def no_ranges_why(path: str) -> tuple[str, str]:
+    """Why a URL of `serves_ranges` False gets no range requests, and what its server would need, as a
+    message says them."""
+    if path in _UNSIZED:
+        return ("its server declares no size (no Content-Length: a chunked body, or a Content-Encoding such as gzip), "
+                "so no range of it can be asked", "serve it with its size and range requests")
+    return "its server answers range requests with the whole file", "serve it with range requests"
 
 
 def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
@@ -587,6 +597,7 @@ def serves_ranges(path: str, storage_options: dict | None = None) -> bool:
             with fsspec.open(signed_urls.address(path), "rb", block_size=1, **(storage_options or {})).open() as f:
                 if f.size is None:  # no declared size (url_reads.size_of): fsspec opened a stream, no ranges
                     _RANGES[path] = False
+                    _UNSIZED.add(path)
                     return False
                 f.seek(1)
                 f.read(1)

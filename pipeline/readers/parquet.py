@@ -28,6 +28,7 @@ from pipeline.readers.base import (
     DocBatch,
     WorkUnit,
     file_size,
+    no_ranges_why,
     open_raw,
     serves_ranges,
     unreadable,
@@ -46,9 +47,9 @@ def _open(path: str, storage_options: dict, streamed: bool = False):
     start of a big row group (a split unit, below) is read without the rest."""
     import pyarrow.parquet as pq
     if is_url(path) and not serves_ranges(path, storage_options):
-        raise PrepError(f"{path}: its server answers range requests with the whole file, and Parquet is read "
-                        "from its end (the footer) by ranges; download the file and give its local path, or serve "
-                        "it with range requests")
+        why, fix = no_ranges_why(path)
+        raise PrepError(f"{path}: {why}, and Parquet is read from its end (the footer) by ranges; download the file "
+                        f"and give its local path, or {fix}")
     try:
         # ahead_to=0: from a URL, only the byte ranges pyarrow asks for (its column chunks, footer)
         f = open_raw(path, storage_options, ahead_to=0)

@@ -170,6 +170,22 @@ def test_a_server_that_declares_no_size_gives_the_local_files_dataset(tmp_path, 
         assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want)), split
 
 
+@pytest.mark.parametrize("handler", [_UnsizedHandler, _GzipEncodedHandler])
+def test_parquet_on_a_server_that_declares_no_size_says_so(tmp_path, serve, handler):
+    """Such a server answers no range request, and the refusal said it "answers range requests with the
+    whole file", which it was never asked: now it says the server declared no size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.errors import PrepError
+    www, start = serve
+    pq.write_table(pa.table({"text": [f"document {i}" for i in range(300)]}), www / "d.parquet")
+    with pytest.raises(PrepError, match=r"d\.parquet: its server declares no size \(no Content-Length: .*\), so no "
+                                        r"range of it can be asked, and Parquet is read from its end .*; download the "
+                                        r"file and give its local path, or serve it with its size and range requests\."):
+        tokenize(_recipe(tmp_path, f"{start(handler).url}/d.parquet", "pq"), show_progress=False)
+
+
 class _StallingHandler(_CountingRangeHandler):
     """Ranges, but a GET body of more than 16 bytes stops at its half and sends nothing more until the
     server's `release` is set (the 1-byte range probe is answered)."""
