@@ -188,8 +188,13 @@ def infer_format(path: str, look_inside: bool = True) -> str | None:
 def url_name(path: str) -> str:
     """`path` less an http(s) URL's query string: a pre-signed URL (d.jsonl.gz?X-Amz-Signature=...) was
     named by its query's end, so neither its format nor its compression was known. An s3:// key may hold
-    "?" itself: kept."""
-    return path.split("?", 1)[0] if path.startswith(("http://", "https://")) else path
+    "?" itself: kept, but for s3fs's `?versionId=<id>` (an object's version in a versioned bucket), which
+    left no format to infer from `d.jsonl?versionId=...`."""
+    if path.startswith(("http://", "https://")):
+        return path.split("?", 1)[0]
+    if path.startswith(("s3://", "s3a://")) and "?versionId=" in path:
+        return path[:path.rindex("?versionId=")]
+    return path
 
 
 def _data_suffix(path: str) -> str:

@@ -984,3 +984,21 @@ def test_an_object_stored_with_content_encoding_gzip_under_a_plain_name_says_so(
     fs.pipe("prep-test/encoded/e.jsonl.gz", body, ContentEncoding="gzip")
     named = recipe([{"path": "s3://prep-test/encoded/e.jsonl.gz", "storage_options": options}], str(tmp_path / "gz"))
     assert sum(s.num_docs for s in tokenize(named, show_progress=False).manifest.splits.values()) == len(texts)
+
+
+def test_an_object_version_of_a_versioned_bucket_is_read_and_its_format_inferred(tmp_path, s3):
+    """`s3://bkt/d.jsonl?versionId=<id>` (s3fs's spelling of an object's version) was refused as having
+    no suffix to infer a format from ("d.jsonl?versionId=..."): now that version is read, not the latest."""
+    import boto3
+    fs, options = s3
+    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.create_bucket(Bucket="prep-versions")
+    client.put_bucket_versioning(Bucket="prep-versions", VersioningConfiguration={"Status": "Enabled"})
+    texts = [t for t in demo_texts(300) if t]
+    old = client.put_object(Bucket="prep-versions", Key="d.jsonl",
+                            Body="".join(json.dumps({"text": t}) + "\n" for t in texts[:100]).encode())["VersionId"]
+    client.put_object(Bucket="prep-versions", Key="d.jsonl", Body="".join(json.dumps({"text": t}) + "\n" for t in texts).encode())
+    for i, so in enumerate([options, {**options, "version_aware": True}]):
+        r = recipe([{"path": f"s3://prep-versions/d.jsonl?versionId={old}", "storage_options": so}], str(tmp_path / f"o{i}"))
+        assert sum(s.num_docs for s in tokenize(r, show_progress=False).manifest.splits.values()) == 100
