@@ -335,7 +335,13 @@ def _file_identity(path: str, storage_options: dict | None) -> tuple[int, int | 
             return size_of(path, fs, p, info), stamp_of(info)
         st = os.stat(local_path(path))
         return st.st_size, st.st_mtime_ns
-    except FileNotFoundError:
+    except FileNotFoundError as e:
+        if is_url(path):  # fsspec's http info() raises FileNotFoundError for any failed GET: a 403 said "does not exist"
+            from pipeline.readers.url_reads import http_answer
+            if (answer := http_answer(e)) is not None and answer.status != 404:
+                raise PrepError(f"source.path: cannot read {path} (its server answered {answer.status} "
+                                f"{getattr(answer, 'message', '')}); check the URL (a pre-signed one may have expired) "
+                                "and source.storage_options") from None
         from pipeline.source_files import missing_bucket  # here: pipeline.recipe imports source_files
         raise PrepError(is_url(path) and missing_bucket(path, storage_options)
                         or f"source.path: {path} does not exist") from None

@@ -228,9 +228,24 @@ def check_unchanged(path: str, info: dict) -> None:
         raise changed(path, f"version {planned[1]} then, {stamp} now")
 
 
-def gone(path: str, error: BaseException) -> InputChanged:
-    return InputChanged(f"{path}: gone since this run planned it ({type(error).__name__}: {error}); put it back and "
-                        f"{RESUME_FIX} (finished units are kept)")
+def gone(path: str, error: BaseException) -> InputUnreachable:
+    """The object's absence (404), or, for fsspec's http FileNotFoundError made of another answer (its
+    info() raises one for any failed GET: a 403 of a pre-signed URL that expired), that answer."""
+    if (answer := http_answer(error)) is not None and answer.status != 404:
+        return unreachable(path, answer)
+    return InputChanged(f"{path}: gone since this run planned it ({type(error).__name__}: "
+                        f"{signed_urls.redact(str(error))}); put it back and {RESUME_FIX} (finished units are kept)")
+
+
+def http_answer(error: BaseException) -> BaseException | None:
+    """The error of `error`'s chain that carries an http status (aiohttp's ClientResponseError), or None."""
+    for _ in range(8):  # the chain of causes, not a cycle
+        if isinstance(getattr(error, "status", None), int):
+            return error
+        error = error.__cause__ or error.__context__
+        if error is None:
+            return None
+    return None
 
 
 def checked_info(path: str, fs, p: str) -> dict:

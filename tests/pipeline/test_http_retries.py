@@ -81,10 +81,12 @@ def test_a_server_that_keeps_failing_stops_the_run_after_five_tries(tmp_path, fa
         tokenize(_recipe(url, tmp_path / "out"), show_progress=False)
 
 
-@pytest.mark.parametrize("status", [403, 404])
-def test_a_4xx_answer_is_not_retried(tmp_path, failing, status):
+@pytest.mark.parametrize("status, says", [(403, r"cannot read {url} \(its server answered 403 Forbidden\); check the URL "
+                                                r"\(a pre-signed one may have expired\)"), (404, r"{url} does not exist")])
+def test_a_4xx_answer_is_not_retried(tmp_path, failing, status, says):
+    """Nor taken for another: a 403 said "does not exist" (fsspec's info() makes FileNotFoundError of any failure)."""
     url, _ = failing
     _FailingHandler.fail, _FailingHandler.status = set(range(1, 10**6)), status
-    with pytest.raises(PrepError, match=rf"{url}"):
+    with pytest.raises(PrepError, match=says.format(url=url)):
         tokenize(_recipe(url, tmp_path / "out"), show_progress=False)
     assert _FailingHandler.count == 2  # fsspec's HEAD, then its GET: one try

@@ -86,3 +86,28 @@ def test_a_signed_urls_name_keeps_its_other_query_and_redact_masks_secrets():
     assert signed_urls.name(sas) == "https://a.blob.core.windows.net/c/d.jsonl"
     assert signed_urls.redact(f"403, url='{signed}'") == \
         "403, url='https://h/d.jsonl?download=1&X-Amz-Credential=***&X-Amz-Signature=***'"
+
+
+def test_an_expired_signed_url_at_an_open_is_named_by_its_403_not_as_gone():
+    """fsspec's http info() makes a FileNotFoundError(<signed URL>) of a 403: a run whose signature expired
+    as a unit opened the file said the URL was "gone since this run planned it", the signature in it."""
+    import aiohttp
+
+    from pipeline.readers import url_reads
+    name = "http://h/d.jsonl"
+    signed = signed_urls.remember(_signed(name, "SECRETx"))
+    assert signed == name
+    try:
+        try:
+            from yarl import URL
+            info = aiohttp.RequestInfo(URL(_signed(name, "SECRETx")), "GET", {}, URL(_signed(name, "SECRETx")))
+            raise aiohttp.ClientResponseError(info, (), status=403, message="Forbidden")
+        except aiohttp.ClientResponseError as e:
+            raise FileNotFoundError(_signed(name, "SECRETx")) from e
+    except FileNotFoundError as e:
+        error = url_reads.gone(name, e)
+    assert isinstance(error, InputUnreachable) and not isinstance(error, url_reads.InputChanged)
+    assert str(error).startswith(f"{name}: reading it failed (ClientResponseError: 403, message='Forbidden'") and "SECRET" not in str(error)
+    missing = FileNotFoundError(_signed(name, "SECRETx"))
+    assert isinstance(url_reads.gone(name, missing), url_reads.InputChanged)
+    assert "SECRET" not in str(url_reads.gone(name, missing))
