@@ -283,7 +283,7 @@ def _depths(body: bytes, at: int = 0):
         yield m, c, depth
 
 
-def _array_then_more(data: bytes, place: _Place) -> list | None:
+def _array_then_more(data: bytes, place: _Place, opens: bytes = b"[") -> list | None:
     """The records of a file that is one JSON array followed by more JSON values (`cat a.json b.json`:
     two array exports; `[...]` then `{...}`: a record appended to an array file; an array on one line,
     then JSON Lines): each array gives its records and each object is one, as jq reads such a file and
@@ -295,16 +295,19 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
     Before: two arrays joined kept the first's records only (the second was that one reject), a record
     appended was that reject, and an array of records on one line then lines was read as JSON Lines,
     its records one missing_field reject. Read as JSON Lines, an array over several lines was a reject
-    per line (60,002 for 20,000 pretty-printed records)."""
+    per line (60,002 for 20,000 pretty-printed records).
+    `opens` b"{": a file of objects one after another with an array among them (objects_then_arrays)."""
     body = data.lstrip(_WHITESPACE)
     lead = len(data) - len(body)
-    if body[:1] != b"[":
+    if body[:1] != opens:
         return None
     end = _value_end(body, 0)
     if end < 0 or not body[end:].strip(_WHITESPACE):
         return None
-    one_line = body.find(b"\n", 0, end) < 0
+    one_line = opens == b"[" and body.find(b"\n", 0, end) < 0
     records, _ = parse(body[:end], place.shifted(lead))
+    if isinstance(records, dict) and opens == b"{":  # the first object is a record, as in concatenated_objects
+        records = [_strict(dict(records)) if type(records) is _LenientObject else records]
     if not isinstance(records, list) or one_line and not (records and all(isinstance(r, (dict, Malformed))
                                                                           for r in records)):
         return None
@@ -333,6 +336,28 @@ def _array_then_more(data: bytes, place: _Place) -> list | None:
 
 
 _GAP = re.compile(rb"[ \t\r\n]*")
+
+
+def objects_then_arrays(data: bytes) -> list | None:
+    """The records of a file of pretty-printed objects one after another with a JSON array among them (`jq .
+    a.jsonl` then `cat b.json`, an array export appended): each object one record, each array its
+    records, in file order, as a file that opens with the array reads them (_array_then_more). None
+    when no array is among its values (concatenated_objects found it is not objects one after
+    another: JSON Lines after all, whose rejects say what is wrong). Only once concatenated_objects
+    has failed, so jq's files keep its fast path (the walk here is a Python regex pass over every string
+    and bracket). Before, such a file was read as JSON Lines: every line a malformed_json reject, no
+    document (exit 1)."""
+    bom = len(BOM) if data.startswith(BOM) else 0
+    body = data[bom:]
+    at = _GAP.match(body).end()
+    while at < len(body) and body[at:at + 1] == b"{":  # is an array among the values?
+        at = _value_end(body, at)
+        if at < 0:
+            return None
+        at = _GAP.match(body, at).end()
+    if body[at:at + 1] != b"[":
+        return None
+    return _array_then_more(body, _Place(data, bom), opens=b"{")
 
 
 def _value_end(body: bytes, at: int) -> int:
@@ -483,7 +508,7 @@ def read_document(data: bytes, records_field: str | None, path: str,
         value = _holder_one_by_one(data[bom:], records_field.split("."), _Place(data, bom))
     if value is None:
         if records_field is None:
-            return concatenated_objects(data)
+            return concatenated_objects(data) or objects_then_arrays(data)
         raise PrepError(f"{path}: not one JSON object ({why}); source.records_field reads each file as one "
                         "JSON object holding its records")
     return records_of(value, records_field, path, extract)

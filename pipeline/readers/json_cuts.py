@@ -104,6 +104,10 @@ class Segment:
         self.lowest_at = -1      # where it was first reached (file offset)
         self.events = 0          # brackets seen
         self.after_lowest = 0    # brackets after lowest_at
+        # objects one after another: the lowest relative depth after a `]` and where (an array among the
+        # objects, at the top level, gives records that no cut counts: the file is read whole)
+        self.array_low: int | None = None
+        self.array_low_at = -1
         # separator candidates (an array's commas; where an object ends, after its brace) at the lowest
         # depth seen, where the separators are: not all of them (10 GB of 100-byte records would be
         # 800 MB of offsets), but their count, the first, the last, and the first at or after each
@@ -160,6 +164,10 @@ class Segment:
             self._keep(found[commas], depth[commas], base)
         else:  # a record ends where an object closes: right after its brace
             closes = steps < 0
+            arrays = np.flatnonzero(kinds == _CLOSE - 0x20)  # `]`
+            if arrays.size and (self.array_low is None or int(depth[arrays].min()) < self.array_low):
+                self.array_low = int(depth[arrays].min())
+                self.array_low_at = base + int(found[arrays[np.argmin(depth[arrays])]])
             self._keep(found[closes] + 1, depth[closes], base)
 
     def _keep(self, candidates: np.ndarray, depths: np.ndarray, base: int) -> None:
@@ -468,6 +476,8 @@ def _merge(kind: str, segments: list[Segment], piece: int, cut_short: bool = Fal
         low = depth + segment.lowest if segment.lowest is not None else top
         if low < 0:
             return [], 0, f"a closing bracket at byte {segment.lowest_at} closes nothing"
+        if kind == "objects" and segment.array_low is not None and depth + segment.array_low <= 0:
+            return [], 0, f"a JSON array among the objects (closing at byte {segment.array_low_at:,})"
         if kind == "array" and low == 0:  # the array closes in this segment
             if segment.after_lowest:
                 return [], 0, f"more follows the array's closing bracket (byte {segment.lowest_at})"

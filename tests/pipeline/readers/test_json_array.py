@@ -203,15 +203,26 @@ def test_objects_one_after_another_are_records(tmp_path, layout):
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(len(RECORDS))) and not bad
 
 
-@pytest.mark.parametrize("tail", ["[1, 2]", '{"text": "cut', '"a string"'])
+@pytest.mark.parametrize("tail", ['{"text": "cut', '"a string"'])
 def test_objects_one_after_another_with_a_bad_one_are_read_as_lines(tmp_path, tail):
-    """All or nothing, as for an array: a value that does not parse at all, or one that is not an
-    object, leaves the file to the line reader, whose rejects name each bad line (NaN parses: one
-    reject, test_a_record_that_is_not_json_is_one_reject_not_the_whole_file)."""
+    """All or nothing, as for an array: a value that does not parse at all, or one that is neither an
+    object nor an array, leaves the file to the line reader, whose rejects name each bad line (NaN
+    parses: one reject, test_a_record_that_is_not_json_is_one_reject_not_the_whole_file)."""
     path = tmp_path / "a.json"
     path.write_text("\n".join(json.dumps(r, indent=2) for r in RECORDS[:3]) + "\n" + tail + "\n")
     _, texts, _, bad = read_all(SourceConfig(path=str(path)), [str(path)])
     assert texts == [] and bad and bad[0]["line"] == 1 and bad[0]["reason"] == "malformed_json"
+
+
+def test_objects_then_an_array_that_holds_no_records_is_one_reject(tmp_path):
+    """An array after objects one after another is read as after an array (test_json_values): `[1, 2]`
+    holds no objects, so it is one record, a missing_field reject, and the objects before it are read
+    (before, the whole file went to the line reader: no document)."""
+    path = tmp_path / "a.json"
+    path.write_text("\n".join(json.dumps(r, indent=2) for r in RECORDS[:3]) + "\n[1, 2]\n")
+    _, texts, positions, bad = read_all(SourceConfig(path=str(path)), [str(path)])
+    assert texts == [r["text"] for r in RECORDS[:3]] and positions == [0, 1, 2]
+    assert [(r["row"], r["reason"]) for r in bad] == [(3, "missing_field")]
 
 
 def test_a_big_json_value_gets_a_warning_with_the_way_to_json_lines(tmp_path, monkeypatch, caplog):

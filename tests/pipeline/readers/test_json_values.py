@@ -33,6 +33,11 @@ def _layouts(a: list, b: list) -> dict[str, bytes]:
         "an array on one line, then indented objects": json.dumps(a) + "\n" + "\n".join(json.dumps(r, indent=2)
                                                                                        for r in b),
         "an array, then objects, all on one line": json.dumps(a) + "".join(json.dumps(r) for r in b),
+        # objects one after another (jq's layout), then an array: read as JSON Lines, every line a reject
+        "objects, then an array": "\n".join(json.dumps(r, indent=2) for r in a) + "\n" + json.dumps(b, indent=2),
+        "one object, then an array": "".join(json.dumps(r, indent=2) for r in a[:1]) + "\n" + json.dumps(a[1:] + b, indent=2),
+        "objects, an array, then objects": "\n".join(json.dumps(r, indent=2) for r in a) + "\n"
+                                           + json.dumps(b[:100]) + "\n" + "\n".join(json.dumps(r, indent=2) for r in b[100:]),
     }
 
 
@@ -124,4 +129,21 @@ def test_a_records_field_file_with_a_deep_member_beside_its_list_is_cut(tmp_path
     path.write_text(json.dumps({"meta": "DEEP", "data": RECORDS, "after": "DEEP"}, indent=2).replace('"DEEP"', DEEP))
     units, texts, positions, bad = read_all(SourceConfig(path=str(path), records_field="data"), unit_bytes=4096)
     assert len(units) > 1
+    assert texts == [r["text"] for r in RECORDS] and positions == list(range(600)) and bad == []
+
+
+@pytest.mark.parametrize("codec", ["", ".zst"])
+def test_objects_then_an_array_is_read_whole_not_cut_between_objects(tmp_path, codec):
+    """The scan cut objects one after another after each object back at the top level, an array's `]` too:
+    the unit holding the array failed ("not JSON objects one after another"), and the cuts' record counts
+    took the array as one record. A top-level array among the objects now leaves the file whole."""
+    body = "\n".join(json.dumps(r, indent=2) for r in RECORDS[:300]) + "\n" + json.dumps(RECORDS[300:], indent=2)
+    path = tmp_path / f"a.json{codec}"
+    if codec:
+        import zstandard
+        path.write_bytes(zstandard.ZstdCompressor().compress(body.encode()))
+    else:
+        path.write_text(body)
+    units, texts, positions, bad = read_all(SourceConfig(path=str(path)), unit_bytes=4096)
+    assert len(units) == 1
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(600)) and bad == []
