@@ -35,7 +35,7 @@ import numpy as np
 from pipeline import signed_urls
 from pipeline.crc import crc32
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError
-from pipeline.readers.members import GzipMembers, InputCorrupt, ZstdMembers
+from pipeline.readers.members import Bz2Members, GzipMembers, InputCorrupt, XzMembers, ZstdMembers
 from pipeline.source_formats import COMPRESSION_SUFFIXES, COMPRESSIONS, is_url, local_path, url_name
 
 __all__ = ["ByteProgress", "no_ranges_why", "batches_by_group", "WorkUnit", "DocBatch", "BadRecords", "open_input", "compression_of", "file_size", "get_field",
@@ -692,11 +692,9 @@ def decompressor(path: str, raw) -> tuple[BinaryIO, BinaryIO]:
     if comp == "zstd":
         return io.BufferedReader(ZstdMembers(raw), buffer_size=1 << 20), raw
     if comp == "bz2":  # multi-stream (pbzip2's output too); truncated: EOFError, damaged: OSError
-        import bz2
-        return bz2.BZ2File(raw), raw
+        return io.BufferedReader(Bz2Members(raw), buffer_size=1 << 20), raw
     if comp == "xz":  # truncated: EOFError, damaged: lzma.LZMAError
-        import lzma
-        return lzma.LZMAFile(raw), raw
+        return io.BufferedReader(XzMembers(raw), buffer_size=1 << 20), raw
     return raw, raw
 
 
@@ -734,9 +732,10 @@ def trailing_note(path: str, stream) -> str | None:
     trailing = getattr(getattr(stream, "raw", None), "trailing", None)
     if trailing is None:
         return None
-    member = "gzip member" if compression_of(path) == "gzip" else "zstd frame"
+    member, tool = {"gzip": ("gzip member", "gzip"), "bz2": ("bzip2 stream", "bzip2")}.get(
+        compression_of(path), ("zstd frame", "gzip"))
     return (f"{path}: its last {trailing.size:,} bytes, from compressed byte {trailing.at:,} ({trailing.head!r}), "
-            f"follow its last complete {member} and are not compressed data: they were ignored, as `gzip -d` "
+            f"follow its last complete {member} and are not compressed data: they were ignored, as `{tool} -d` "
             "ignores \"trailing garbage\", and every document before them was read; if the file should hold "
             "more, replace it")
 

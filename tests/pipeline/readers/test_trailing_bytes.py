@@ -3,8 +3,10 @@ a note, as `gzip -d` ignores "trailing garbage"; every document before them is r
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,7 +47,12 @@ def run(reader, source: SourceConfig, path: Path, unit_bytes: int, spool: Path) 
 
 
 def compress(data: bytes, codec: str) -> bytes:
+    if codec in ("bz2", "xz"):
+        return (bz2 if codec == "bz2" else lzma).compress(data)
     return gzip.compress(data) if codec == "gzip" else zstandard.ZstdCompressor().compress(data)
+
+
+SUFFIX = {"gzip": "gz", "zstd": "zst", "bz2": "bz2", "xz": "xz"}
 
 
 FORMATS = {  # reader, the file's bytes, its suffix, its source's options
@@ -134,3 +141,57 @@ def test_what_begins_like_another_member_is_damage_as_before(tmp_path, codec, ta
     source = SourceConfig(path=str(path), format="jsonl", text_field="text")
     with pytest.raises(PrepError, match=f"{path}: corrupt or truncated input"):
         run(jsonl_reader, source, path, WHOLE, tmp_path / "spool")
+
+
+@pytest.mark.parametrize("unit_bytes", [WHOLE, SPLIT])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_bytes_after_a_bz2_stream_are_ignored_with_a_note(tmp_path, fmt, unit_bytes):
+    """The standard library's BZ2File ended the file silently at bytes after a stream that are not another:
+    `bzip2 -d` ignores them with a warning ("trailing garbage after EOF ignored"); now as gzip's, with a
+    note, every document read; several streams (pbzip2's) are still read whole."""
+    reader, data, suffix, options = FORMATS[fmt]
+    path = tmp_path / f"a.{suffix}.bz2"
+    half = data.index(b"\n", len(data) // 2) + 1
+    packed = compress(data[:half], "bz2") + compress(data[half:], "bz2")
+    path.write_bytes(packed + b"garbage!")
+    source = SourceConfig(path=str(path), format=fmt, text_field="text", **options)
+    units, texts, rejects, notices = run(reader, source, path, unit_bytes, tmp_path / "spool")
+    assert (units > 3) == (unit_bytes == SPLIT)
+    assert texts == TEXTS and not rejects
+    assert list(notices) == ["trailing_garbage"] and len(notices["trailing_garbage"]) == 1
+    assert notices["trailing_garbage"][0].startswith(
+        f"{path}: its last 8 bytes, from compressed byte {len(packed):,} (b'garbage!'), follow its last complete "
+        "bzip2 stream and are not compressed data: they were ignored, as `bzip2 -d` ")
+
+
+@pytest.mark.parametrize("unit_bytes", [WHOLE, SPLIT])
+@pytest.mark.parametrize("codec, tail", [
+    ("bz2", "magic's first byte off"),   # a second stream (`cat a.bz2 b.bz2`) with one bit flipped: its
+    ("bz2", "cut inside the magic"),     # documents were dropped silently, exit 0
+    ("xz", "magic's first byte off"),
+    ("xz", "cut inside the magic"),
+    ("xz", "garbage!"),                  # `xz -d` refuses it ("Unexpected end of input")
+])
+def test_bytes_after_an_xz_stream_or_a_damaged_bz2_stream_are_damage(tmp_path, codec, tail, unit_bytes):
+    """BZ2File and LZMAFile ended the file silently at any bytes after a stream that did not decode: a
+    damaged second stream lost its documents with no word. They fail the unit now, as gzip's and zstd's."""
+    second = compress(b'{"text": "one more"}\n' * 200, codec)
+    second = bytes([second[0] ^ 1]) + second[1:] if tail == "magic's first byte off" else \
+        second[:2] if tail == "cut inside the magic" else b"garbage!"
+    path = tmp_path / f"a.jsonl.{SUFFIX[codec]}"
+    path.write_bytes(compress(FORMATS["jsonl"][1], codec) + second)
+    source = SourceConfig(path=str(path), format="jsonl", text_field="text")
+    with pytest.raises(PrepError, match=f"{path}: corrupt or truncated input"):
+        run(jsonl_reader, source, path, unit_bytes, tmp_path / "spool")
+
+
+@pytest.mark.parametrize("unit_bytes", [WHOLE, SPLIT])
+def test_xz_streams_with_nul_padding_are_read_whole_and_silently(tmp_path, unit_bytes):
+    """`cat a.xz b.xz` and the NUL stream padding xz allows after a stream: every document, no note."""
+    data = FORMATS["jsonl"][1]
+    half = data.index(b"\n", len(data) // 2) + 1
+    path = tmp_path / "a.jsonl.xz"
+    path.write_bytes(compress(data[:half], "xz") + b"\0" * 8 + compress(data[half:], "xz") + b"\0" * 4)
+    source = SourceConfig(path=str(path), format="jsonl", text_field="text")
+    _, texts, rejects, notices = run(jsonl_reader, source, path, unit_bytes, tmp_path / "spool")
+    assert texts == TEXTS and not rejects and not notices
