@@ -36,7 +36,7 @@ from pathlib import Path
 from pipeline import hub
 from pipeline.errors import RESUME_FIX, PrepError, SchemaError, shown_columns
 from pipeline.filters import Batcher, RecordError, TextExtractor
-from pipeline.readers.arrow_values import BadUtf8, bad_utf8_columns, texts_of
+from pipeline.readers.arrow_values import BadUtf8, bad_utf8_columns, decoded, texts_of
 from pipeline.readers.base import READ_ROWS, BadRecords, DocBatch, WorkUnit, local_path, value_preview
 from pipeline.recipe import SourceConfig
 from pipeline.source_formats import HF_SAVED_MARKERS, is_local_saved_dataset, is_url
@@ -357,7 +357,9 @@ def _iter_column_batches(ds, unit: WorkUnit, batch_docs: int, where: str, stream
     """Dicts of column -> list of values, `batch_docs` rows each, for the unit's rows or shard."""
     if streamed:
         shard = ds if unit.payload else ds.shard(num_shards=ds.num_shards, index=unit.start)
-        it = iter(shard.iter(batch_size=batch_docs))
+        # a binary column's values come as bytes: decoded as a saved dataset's are (texts_of)
+        it = ({name: decoded(values, errors) for name, values in batch.items()}
+              for batch in shard.iter(batch_size=batch_docs))
     else:
         # a pyarrow Table (unit.paths), or a Dataset's rows as one; texts_of, not to_pydict: a value that
         # is not UTF-8 (an Arrow file written by pyarrow, which does not check) raised UnicodeDecodeError

@@ -66,11 +66,28 @@ def test_hf_binary_column_is_decoded_as_parquet_decodes_it(tmp_path):
     with pa.ipc.new_stream(str(tmp_path / "data.arrow"), pa.schema([("text", pa.binary())])) as w:
         w.write_table(pa.table({"text": pa.array(values, pa.binary())}))
     for source in (SourceConfig(path=str(tmp_path / "saved"), format="hf"),
-                   SourceConfig(path="arrow", format="hf", data_files=[str(tmp_path / "data.arrow")], split="train[:3]")):
+                   SourceConfig(path="arrow", format="hf", data_files=[str(tmp_path / "data.arrow")], split="train[:3]"),
+                   # streamed: bytes values out of `datasets`, which were non_string_text on every row
+                   SourceConfig(path="arrow", format="hf", data_files=[str(tmp_path / "data.arrow")], streaming=True)):
         hf_reader._CACHE.clear()
         _, got, positions, bad = readerkit.read_all(hf_reader, source, [source.path])
         assert got == ["café", "z"] and positions == [0, 2]
         assert [(r["reason"], r["row"]) for r in bad] == [("invalid_utf8", 1)]
+
+
+def test_a_streamed_binary_column_is_decoded_under_encoding_errors_and_in_a_template(tmp_path):
+    """A streamed dataset's binary values: U+FFFD under encoding_errors: replace, and decoded as a
+    template's field, as a saved dataset's are."""
+    with pa.ipc.new_stream(str(tmp_path / "data.arrow"), pa.schema([("t", pa.string()), ("b", pa.binary())])) as w:
+        w.write_table(pa.table({"t": ["A", "B"], "b": pa.array([b"caf\xc3\xa9", b"bad \xff"], pa.binary())}))
+    files = [str(tmp_path / "data.arrow")]
+    source = SourceConfig(path="arrow", format="hf", data_files=files, streaming=True, text_field="b",
+                          encoding_errors="replace")
+    assert readerkit.read_all(hf_reader, source, [source.path])[1] == ["café", "bad \ufffd"]
+    hf_reader._CACHE.clear()
+    source = SourceConfig(path="arrow", format="hf", data_files=files, streaming=True, text_template="{t}:{b}")
+    _, got, _, bad = readerkit.read_all(hf_reader, source, [source.path])
+    assert got == ["A:café"] and [(r["reason"], r["row"]) for r in bad] == [("invalid_utf8", 1)]
 
 
 @pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary()])
