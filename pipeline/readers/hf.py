@@ -109,15 +109,37 @@ def _no_rows(root: Path):
 
 def _refuse_split_of_a_dataset(source: SourceConfig, recorded: str | None) -> None:
     """A saved single Dataset (Dataset.save_to_disk, not a DatasetDict's) has no splits to choose from:
-    a source.split other than the one it records being saved from (`load_dataset(..., split="test")`),
-    or `train` (the default) when it records none, is refused, as a split a DatasetDict lacks is.
-    Before, it was ignored and the whole Dataset read."""
-    if source.split is None or source.split == (recorded or "train"):
+    its one split is the one it records being saved from (`load_dataset(..., split="test")`), or
+    `train` (the default) when it records none. A source.split naming another (a slice of another too)
+    is refused, naming the one it has and the fix, as a split a DatasetDict lacks is. Before, it was
+    ignored and the whole Dataset read."""
+    have = recorded or "train"
+    if source.split is None or source.split == have or _slice_names(source.split) == {have}:
         return
-    was = f"; saved from split {recorded!r}" if recorded else ""
+    was = f"saved from split {have!r}" if recorded else f"read as split {have!r}, the default"
     raise PrepError(f"source.split: {source.split!r} is not a split of {source.path}: the directory holds a single "
-                    f"Dataset (Dataset.save_to_disk, not a DatasetDict{was}), which has no splits; remove "
-                    "source.split to read all of it")
+                    f"Dataset (Dataset.save_to_disk, not a DatasetDict; {was}), which has no other split; remove "
+                    f"source.split to read all of it, or slice it as {have + '[:10%]'!r}")
+
+
+def _slice_names(split: str) -> set[str]:
+    """The split names of a slice spec (`train[:10%]+test`: {train, test}); empty when it is not one."""
+    import datasets
+    try:
+        return {i.splitname for i in datasets.ReadInstruction.from_spec(split)._relative_instructions}
+    except (ValueError, AssertionError, AttributeError):
+        return set()
+
+
+def _split_of_a_dataset(ds, source: SourceConfig):
+    """A saved single Dataset, or its slice (`train[:10%]` of a Dataset saved from `train`, or saved
+    from none: load_from_disk gives it with no split, read as `train` as load_dataset's default is).
+    Before, every slice was refused, as a split other than the saved one is (_refuse_split_of_a_dataset)."""
+    recorded = None if ds.split is None else str(ds.split)
+    _refuse_split_of_a_dataset(source, recorded)
+    if source.split is None or source.split == (recorded or "train"):
+        return ds
+    return _split_of({recorded or "train": ds}, source.split, source.path)
 
 
 def _cache_arrow_files(root: Path, split: str, path: str) -> tuple[str, ...]:
@@ -162,7 +184,7 @@ def load(source: SourceConfig):
             if isinstance(ds, datasets.DatasetDict):
                 ds = _split_of(ds, split, source.path)
             else:
-                _refuse_split_of_a_dataset(source, None if ds.split is None else str(ds.split))
+                ds = _split_of_a_dataset(ds, source)
             if source.streaming:
                 log.warning("%s: a saved dataset is memory-mapped, not streamed; streaming: true is ignored",
                             source.path)

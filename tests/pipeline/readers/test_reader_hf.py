@@ -51,11 +51,12 @@ def test_a_split_of_a_saved_single_dataset_is_refused_unless_it_is_the_one_saved
     assert read_all(SourceConfig(path=path, format="hf"))[1] == ["a", "b", "c"]
     hf_reader._CACHE.clear()
     assert read_all(SourceConfig(path=path, format="hf", split="train"))[1] == ["a", "b", "c"]  # the default, said
-    for how in ({"split": "test"}, {"split": "train[:1]"}, {"split": "test", "streaming": True}):
+    for how in ({"split": "test"}, {"split": "test[:1]"}, {"split": "test", "streaming": True}):
         hf_reader._CACHE.clear()
         with pytest.raises(PrepError, match=r"^source\.split: '[^']+' is not a split of .*single: the directory holds "
-                                            r"a single Dataset \(Dataset\.save_to_disk, not a DatasetDict\), which has "
-                                            r"no splits; remove source\.split to read all of it$"):
+                                            r"a single Dataset \(Dataset\.save_to_disk, not a DatasetDict; read as "
+                                            r"split 'train', the default\), which has no other split; remove "
+                                            r"source\.split to read all of it, or slice it as 'train\[:10%\]'$"):
             read_all(SourceConfig(path=path, format="hf", **how))
     data = tmp_path / "a.jsonl"
     data.write_text('{"text": "x"}\n{"text": "y"}\n')
@@ -63,9 +64,30 @@ def test_a_split_of_a_saved_single_dataset_is_refused_unless_it_is_the_one_saved
     saved.save_to_disk(str(tmp_path / "test_split"))
     path = str(tmp_path / "test_split")
     assert read_all(SourceConfig(path=path, format="hf", split="test"))[1] == ["x", "y"]
-    with pytest.raises(PrepError, match=r"'train' is not a split of .*test_split: .*not a DatasetDict; saved from "
-                                        r"split 'test'\), which has no splits; remove source\.split"):
-        read_all(SourceConfig(path=path, format="hf", split="train"))
+    for split in ("train", "train[:1]"):
+        hf_reader._CACHE.clear()
+        with pytest.raises(PrepError, match=r"is not a split of .*test_split: .*not a DatasetDict; saved from "
+                                            r"split 'test'\), which has no other split; remove source\.split to read "
+                                            r"all of it, or slice it as 'test\[:10%\]'"):
+            read_all(SourceConfig(path=path, format="hf", split=split))
+
+
+def test_a_slice_of_a_saved_single_dataset_reads_its_rows(tmp_path):
+    """`train[:1]` of a Dataset.save_to_disk directory was refused ("has no splits"), though the Dataset
+    is read as the train split: a slice of the split it was saved from (or of `train` when it records
+    none) reads those rows, as the same slice of a saved DatasetDict does."""
+    datasets.Dataset.from_dict({"text": [f"d{i}" for i in range(10)]}).save_to_disk(str(tmp_path / "single"))
+    path = str(tmp_path / "single")
+    for split, want in (("train[:2]", ["d0", "d1"]), ("train[80%:]", ["d8", "d9"]), ("train[3:5]+train[:1]", ["d3", "d4", "d0"])):
+        hf_reader._CACHE.clear()
+        _, got, positions, bad = read_all(SourceConfig(path=path, format="hf", split=split))
+        assert got == want and positions == list(range(len(want))) and not bad, split
+    data = tmp_path / "a.jsonl"
+    data.write_text('{"text": "x"}\n{"text": "y"}\n')
+    datasets.load_dataset("json", data_files={"test": str(data)}, split="test", cache_dir=str(tmp_path / "c")
+                          ).save_to_disk(str(tmp_path / "test_split"))
+    hf_reader._CACHE.clear()
+    assert read_all(SourceConfig(path=str(tmp_path / "test_split"), format="hf", split="test[1:]"))[1] == ["y"]
 
 
 
