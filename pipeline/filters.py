@@ -48,22 +48,37 @@ class RecordError(Exception):
 
 
 def get_value(record, name: str):
-    """record[name] if that key exists (CSV headers may contain dots), else the dotted path a.b.c."""
+    """record[name] if that key exists (CSV headers may contain dots), else the dotted path a.b.c, where
+    a part that is an integer indexes a list (`messages.0.content`, `messages.-1.content` the last; as
+    jq's .messages[0].content). Before, a list on the path was "'messages' is list, not an object"."""
     if isinstance(record, dict) and name in record:
         return record[name]
     node = record
     parts = name.split(".")
     for depth, part in enumerate(parts):
+        if isinstance(node, list) and _is_index(part) and -len(node) <= int(part) < len(node):
+            node = node[int(part)]
+            continue
         if not isinstance(node, dict) or part not in node:
-            raise RecordError("missing_field", f"no {name!r}; {_has(node, '.'.join(parts[:depth]))}")
+            raise RecordError("missing_field", f"no {name!r}; {_has(node, '.'.join(parts[:depth]), part)}")
         node = node[part]
     return node
 
 
-def _has(node, where: str) -> str:
+def _is_index(part: str) -> bool:
+    """A dotted path's part that indexes a list: digits, or `-` and digits (from the end)."""
+    return part.removeprefix("-").isdigit()
+
+
+def _has(node, where: str, part: str = "") -> str:
     """What a record holds at `where` ("": its top), where a field was looked for: its keys there
-    (the first 10), or its type. Only on the way to a rejection, so never on the fast path."""
+    (the first 10), or its type; a list, its length and how to index it (`part`: what was looked for).
+    Only on the way to a rejection, so never on the fast path."""
     where = repr(where) if where else "the record"
+    if isinstance(node, list):
+        if _is_index(part):
+            return f"{where} is a list of {len(node):,} item{'' if len(node) == 1 else 's'}, with no index {part}"
+        return f"{where} is a list, not an object; index it with a number ({where.strip(chr(39))}.0.{part})"
     if not isinstance(node, dict):  # a JSON null record was "NoneType"
         return f"{where} is {'null' if node is None else type(node).__name__}, not an object"
     return f"{where} has {list_keys(node)}" if node else f"{where} has no keys"
@@ -233,7 +248,7 @@ class TextExtractor:
         for name in self.fields:
             v = get_value(record, name)
             if type(v) is not str and (isinstance(v, bool) or not isinstance(v, (str, int, float))):
-                raise _type_error(name, v)
+                raise _template_null(name) if v is None else _type_error(name, v)
             values.append(v)
         lone = [i for i in self.chars if type(values[i]) is int and 0xD800 <= values[i] <= 0xDFFF]
         if lone and not self.replace:
@@ -278,6 +293,15 @@ class TextExtractor:
         if type(value) is not str:
             raise _type_error(name, value)
         return value
+
+
+def _template_null(name: str) -> RecordError:
+    """A text_template field that is null: the record is rejected, not written with the field empty (a
+    `{title}\\n\\n{text}` whose text is null would be a document of its title alone). Why this detail:
+    "'title' is null" did not say it was a template field nor what to do (review)."""
+    return RecordError("null_text", f"text_template field {name!r} is null; fill it in the data (jq "
+                                    f"'.{name} //= \"\"', pandas fillna('')) or leave {{{name}}} out of "
+                                    "source.text_template")
 
 
 def _type_error(name: str, value) -> RecordError:
