@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.readers import jsonl as jsonl_reader
 from pipeline.recipe import SourceConfig
@@ -147,3 +149,24 @@ def test_objects_then_an_array_is_read_whole_not_cut_between_objects(tmp_path, c
     units, texts, positions, bad = read_all(SourceConfig(path=str(path)), unit_bytes=4096)
     assert len(units) == 1
     assert texts == [r["text"] for r in RECORDS] and positions == list(range(600)) and bad == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8), st.integers(0, 2), st.sampled_from([512, 4096, 1 << 20]))
+def test_objects_and_arrays_in_any_order_give_every_record_once_in_file_order(tmp_path, values, indent, unit_bytes):
+    """Values one after another, each an object (0) or an array of that many records, pretty-printed or
+    not (indent 0: compact arrays, objects pretty-printed so the file opens like a document): whatever
+    the file opens with and however it is cut, every record once, in file order, at its index."""
+    records, parts = iter(RECORDS), []
+    want = []
+    for n in values:
+        chunk = [next(records) for _ in range(max(n, 1))]
+        want += chunk
+        if n == 0:
+            parts.append(json.dumps(chunk[0], indent=indent or 2))
+        else:
+            parts.append(json.dumps(chunk, indent=indent or None))
+    path = tmp_path / "a.json"
+    path.write_text("\n".join(parts) + "\n")
+    _, texts, positions, bad = read_all(SourceConfig(path=str(path)), unit_bytes)
+    assert texts == [r["text"] for r in want] and positions == list(range(len(want))) and bad == []
