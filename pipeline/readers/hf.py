@@ -194,18 +194,31 @@ def load(source: SourceConfig):
                 log.warning("%s: the Hugging Face hub is not reachable (%s); looking in the local cache only",
                             source.path, reason)
                 hub.go_offline()
+            if source.streaming and "[" in split:  # load_dataset: "Bad split: train[:10%]" (read as a hub problem)
+                raise PrepError(f"source.split: {split!r}: a streamed dataset cannot be sliced (datasets streams whole "
+                                "splits); remove source.streaming to read the slice, or stream the whole split "
+                                f"({split.split('[')[0]!r})")
             ds = datasets.load_dataset(source.path, source.name, split=split, data_files=data_files,
                                        streaming=source.streaming, storage_options=source.storage_options or None)
     except PrepError:
         raise
-    except Exception as e:  # no network, unknown id, bad config/split
-        raise PrepError(f"source.path: cannot load the Hugging Face dataset {source.path!r}"
-                        f"{' (name ' + repr(source.name) + ')' if source.name else ''}, split {split!r}: "
-                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; for a hub id the hub "
-                        "must be reachable (or the dataset cached); a local copy can be given as a "
-                        "save_to_disk directory") from None
+    except ValueError as e:
+        if not re.match(r"(Bad|Unknown) split", str(e)):
+            raise PrepError(_load_failed(source, split, e)) from None
+        # the split, not the hub: "for a hub id the hub must be reachable" misled
+        raise PrepError(f"source.split: {split!r} is not a split of {source.path!r} ({str(e).splitlines()[0]}); "
+                        "set source.split to one of them") from None
+    except Exception as e:  # no network, unknown id, bad config
+        raise PrepError(_load_failed(source, split, e)) from None
     _CACHE[key] = ds
     return ds
+
+
+def _load_failed(source: SourceConfig, split: str, e: Exception) -> str:
+    return (f"source.path: cannot load the Hugging Face dataset {source.path!r}"
+            f"{' (name ' + repr(source.name) + ')' if source.name else ''}, split {split!r}: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; for a hub id the hub "
+            "must be reachable (or the dataset cached); a local copy can be given as a save_to_disk directory")
 
 
 def _split_of(dd, split: str, path: str):

@@ -319,3 +319,19 @@ def test_a_load_dataset_cache_directory_is_read_with_pyarrow(tmp_path):
     with pytest.raises(PrepError, match=r"source\.split: 'validation' is not a split of .* \(its Arrow files have "
                                         r"test, train, train_sft\)"):
         hf_reader.plan(SourceConfig(path=str(cache_dir), format="hf", split="validation"), 0, [str(cache_dir)], 1 << 16)
+
+
+def test_a_split_a_builder_lacks_or_a_streamed_slice_names_source_split(tmp_path):
+    """An unknown split of a builder's dataset, or a slice of a streamed one, ended in "cannot load the
+    Hugging Face dataset ...; for a hub id the hub must be reachable": the split was the problem, and the
+    error names source.split and the fix now."""
+    data = tmp_path / "a.jsonl"
+    data.write_text('{"text": "x"}\n')
+    with pytest.raises(PrepError, match=r"^source\.split: 'validation' is not a split of 'json' \(Unknown split "
+                                        r"\"validation\"\. Should be one of \['train'\]\.\); set source\.split"):
+        read_all(SourceConfig(path="json", format="hf", data_files=[str(data)], split="validation"))
+    hf_reader._CACHE.clear()
+    with pytest.raises(PrepError, match=r"^source\.split: 'train\[:50%\]': a streamed dataset cannot be sliced .*; "
+                                        r"remove source\.streaming to read the slice, or stream the whole split "
+                                        r"\('train'\)$"):
+        read_all(SourceConfig(path="json", format="hf", data_files=[str(data)], split="train[:50%]", streaming=True))
