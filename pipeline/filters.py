@@ -310,7 +310,7 @@ def _type_error(name: str, value) -> RecordError:
     if isinstance(value, dict):  # its keys: say, row labels (pandas_layout)
         return RecordError("non_string_text", f"{name!r} is an object ({list_keys(value)})")
     if isinstance(value, list) and value and all(type(v) is str for v in value):  # paragraphs, say
-        return RecordError("non_string_text", f"{name!r} is a list of {len(value)} strings, not one")
+        return RecordError("non_string_text", f"{name!r} is a list of {len(value)} string{'s' if len(value) > 1 else ''}, not one")
     return RecordError("non_string_text", f"{name!r} is {type(value).__name__}")
 
 

@@ -65,3 +65,11 @@ def test_a_null_template_field_rejects_its_record_naming_the_field_and_the_fix(t
     assert [(r["reason"], r["detail"]) for r in bad] == [
         ("null_text", "text_template field 'title' is null; fill it in the data (jq '.title //= \"\"', pandas "
                       "fillna('')) or leave {title} out of source.text_template")]
+
+
+def test_a_text_field_holding_one_string_in_a_list_says_string_once():
+    """"'text' is a list of 1 strings, not one": the count and the noun now agree."""
+    from pipeline.filters import RecordError, TextExtractor
+    for value, said in ((["p"], "a list of 1 string, not one"), (["p", "q"], "a list of 2 strings, not one")):
+        with pytest.raises(RecordError, match=f"'text' is {said}$"):
+            TextExtractor("text")({"text": value})
