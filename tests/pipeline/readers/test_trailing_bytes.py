@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import lzma
 from dataclasses import replace
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import PrepError
 from pipeline.readers import BadRecords
@@ -195,3 +198,24 @@ def test_xz_streams_with_nul_padding_are_read_whole_and_silently(tmp_path, unit_
     source = SourceConfig(path=str(path), format="jsonl", text_field="text")
     _, texts, rejects, notices = run(jsonl_reader, source, path, unit_bytes, tmp_path / "spool")
     assert texts == TEXTS and not rejects and not notices
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=3000), min_size=1, max_size=4), st.sampled_from(["bz2", "xz"]),
+       st.integers(1, 4096), st.integers(1, 50_000), st.integers(1, 1 << 16))
+def test_bz2_and_xz_streams_decode_whole_at_any_feed_and_output_bound(parts, codec, feed, out_bytes, read_size):
+    """Streams one after another (some empty), decoded with any compressed feed and any bound on one
+    step's output (a bound the decoder stops at keeps its input: decoded on before more is read), read
+    any number of bytes at a time: the bytes of every stream, in order, once."""
+    from pipeline.readers.members import Bz2Members, XzMembers
+    cls = Bz2Members if codec == "bz2" else XzMembers
+    packed = b"".join(compress(p, codec) for p in parts)
+
+    class Bounded(cls):
+        FEED, OUT_BYTES = feed, out_bytes
+
+    stream = Bounded(io.BytesIO(packed))
+    got = bytearray()
+    while block := stream.read(read_size):
+        got += block
+    assert bytes(got) == b"".join(parts) and stream.trailing is None
