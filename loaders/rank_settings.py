@@ -14,8 +14,8 @@ rank is first, every rank that differs from it is told at its first pass (a rank
 request per rank and loader, ~30 us on a loopback store.
 
 Which loaders are compared: in each process, the n-th built at the same place (the call stack that
-built it: file name, function and line of each frame of the user's code, see build_site) over the same data and
-split. Every other setting is compared, not part of the identity: it was all but seed, shuffle, samples_per_epoch,
+built it: file name, function and line of the innermost frames of the user's code, see build_site) over the same
+data and split. Every other setting is compared, not part of the identity: it was all but seed, shuffle, samples_per_epoch,
 epoch and consumed, so `batch_size=8 if rank == 0 else 4` (or a per-rank seq_len) made two identities that were never
 compared, the ranks yielded different numbers of batches and DDP hung at its next collective. A
 loader read on one rank alone (an evaluation, a peek) is built at another line, or built on every
@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import site as site_module
 import sys
 import sysconfig
 
@@ -43,23 +44,64 @@ __all__ = ["RankSettings", "build_site"]
 # loaders built in this process, per identity (build site, data, split)
 _BUILT: dict[str, int] = {}
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-# Python's and the installed packages' own frames (runpy, torch's spawn / elastic launcher, Lightning's
-# loop): another patch release on one node numbers their lines differently, which left every loader
-# of the job uncompared; the user's frames (train.py, a train_dataloader hook) tell loaders apart
-_LIBRARY_DIRS = tuple(sorted({os.path.join(os.path.abspath(p), "") for k, p in sysconfig.get_paths().items()
-                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+# the build site's depth in frames of the user's code: the line that builds the loader and two callers,
+# which tell apart a factory called for a peek and for training. Callers further out (the entry point, a
+# `with wandb.init()` on rank 0 alone, mp.Process children beside a rank run in the parent) differ by rank
+# in sound jobs: keyed with them, the ranks' loaders were never compared (review)
+SITE_DEPTH = 3
+
+
+def _dirs(paths) -> tuple[str, ...]:
+    """Directories as prefixes ("/x/" not "/x"), longest first: a site-packages inside the standard
+    library's folder (a system Python without a venv) is matched before the standard library."""
+    return tuple(sorted({os.path.join(os.path.abspath(p), "") for p in paths if p}, key=len, reverse=True))
+
+
+def _site_packages() -> list[str]:
+    found = [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+    try:  # Debian's dist-packages, a --system-site-packages venv's base, the user site (~/.local)
+        found += site_module.getsitepackages() + [site_module.getusersitepackages()]
+    except AttributeError:  # an old virtualenv's site module
+        pass
+    return found
+
+
+_LIBRARY_DIRS = _dirs(_site_packages())
+_STDLIB_DIRS = _dirs(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib"))
+
+
+def _package_of(path: str) -> str | None:
+    """The installed package a file belongs to ('/venv/.../site-packages/mytrain/'), or None for a
+    file of no installed package (a script, the user's checkout)."""
+    for lib in _LIBRARY_DIRS:
+        if path.startswith(lib):
+            return lib + path[len(lib):].split(os.sep, 1)[0]
+    return None
+
+
+_UNSET = object()
 
 
 def build_site() -> list[str]:
-    """The call stack building a loader, outermost frame last: 'file.py:function:line' of each frame of
-    the user's code (not this package's, the standard library's or installed packages'). File names
-    without their directory: two nodes may hold the script under other paths, and a path that differs
-    would only leave the loaders uncompared."""
-    site, frame = [], sys._getframe(1)
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if os.path.dirname(path) != _PACKAGE_DIR and not path.startswith(_LIBRARY_DIRS):
-            site.append(f"{os.path.basename(path)}:{frame.f_code.co_name}:{frame.f_lineno}")
+    """Where a loader is built: 'file.py:function:line' of the SITE_DEPTH innermost frames of the code
+    that builds it, innermost first. That code is the first caller outside this package; its frames are
+    those of the same installed package, or of no installed package when the caller is a script or a
+    checkout (so a trainer framework's frames around a user's hook are left out: another patch release of
+    it on one node numbered its lines differently). User code installed as a package (a wheel in a Docker
+    image) is user code: left out with the libraries, every loader had one site and a rank-0 peek paired
+    with the others' training loader (review). The standard library's frames and frozen modules' (runpy,
+    importlib: line numbers change between patch releases) are never part of it. File names without their
+    directory: two nodes may hold the script under other paths."""
+    site, owner, frame = [], _UNSET, sys._getframe(1)
+    while frame is not None and len(site) < SITE_DEPTH:
+        name = frame.f_code.co_filename
+        path = os.path.abspath(name)
+        if not name.startswith("<frozen") and os.path.dirname(path) != _PACKAGE_DIR:
+            package = _package_of(path)
+            if package is not None or not path.startswith(_STDLIB_DIRS):
+                owner = package if owner is _UNSET else owner
+                if package == owner:
+                    site.append(f"{os.path.basename(path)}:{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back
     return site
 
