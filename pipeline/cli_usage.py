@@ -27,13 +27,14 @@ class PrepGroup(TyperGroup):
     """The `prep` command group: a usage error in its options or any subcommand's is one line."""
 
     def make_context(self, info_name, args, parent=None, **extra):  # parses `prep`'s own options
-        with _one_line_usage_errors(lambda: info_name or "prep"):
+        with _one_line_signals(lambda: []), _one_line_usage_errors(lambda: info_name or "prep"):
             return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx):  # resolves the subcommand and parses its options
         # the subcommand's path for the error's pointer: click's "Option '-r' requires an argument"
         # comes without the subcommand's context
-        with _one_line_usage_errors(lambda: " ".join([ctx.command_path, *ctx.meta.get(_SUBCOMMAND, [])])):
+        subcommand = lambda: ctx.meta.get(_SUBCOMMAND, [])  # noqa: E731
+        with _one_line_signals(subcommand), _one_line_usage_errors(lambda: " ".join([ctx.command_path, *subcommand()])):
             return super().invoke(ctx)
 
     def resolve_command(self, ctx, args):
@@ -59,6 +60,21 @@ def _one_line_usage_errors(command_path):
         line = usage_line(e, command_path())
         err.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+@contextlib.contextmanager
+def _one_line_signals(subcommand):
+    """A Ctrl-C or SIGTERM while click parses the command line or resolves the command (outside the
+    command's own handling, pipeline.tokenize_command.exit_code): one line and its code, as there.
+    typer 0.29 turned it into a silent exit 130, a SIGTERM's too (143 is its code)."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        from pipeline.interrupts import RESUME_HINT, describe
+        what, code = describe(e)
+        # `prep tokenize`'s line names what a re-run does, as the console script's (pipeline.launch)
+        sys.stderr.write(f"{what}: {RESUME_HINT}\n" if subcommand() == ["tokenize"] else f"{what}\n")
+        raise typer.Exit(code) from None
 
 
 def usage_line(e, command_path: str = "prep") -> str:
