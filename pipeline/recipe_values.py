@@ -119,10 +119,6 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "=" not in item:
             raise PrepError(f"--set {item!r}: expected key=value, for example --set output.dir=out/x")
         key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
         parts = key.strip().split(".")
         if "" in parts:  # `--set =x` (or a.b.): was ": unknown key", naming no key at all
             raise PrepError(f"--set {item!r}: " + (f"{key.strip()!r} has an empty part" if key.strip() else
@@ -130,6 +126,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if not raw.strip():  # YAML reads "" as null: "output.dir: expected a string, got NoneType None"
             raise PrepError(f"--set {item!r}: the value after = is empty (an unset shell variable?); give "
                             f"{key.strip()}'s value (null for none, where the key allows it), or leave this --set out")
+        value = _set_value(key.strip(), raw)
         if parts[0] == "source" and "sources" in data:
             parts[0:1] = ["sources", "0"]
         elif parts[0] == "sources" and len(parts) > 2 and "sources" not in data and isinstance(data.get("source"), dict):
@@ -161,6 +158,34 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         else:
             node[parts[-1]] = value
     return data
+
+
+# YAML errors inside a `[...]`, `{...}` or quoted value the user opened: YAML was meant and is cut or
+# wrong (`--set filters.x=[a` became the string "[a"). Any other error is text YAML cannot read as a
+# value (`*.jsonl` an alias, `@x`, `{url}\n\n{text}` a mapping and more): the text as given.
+_OPENED = ("while parsing a flow", "while scanning a quoted scalar", "while scanning a double-quoted scalar")
+
+
+def _set_value(key: str, raw: str):
+    """`--set key=raw`'s value: `raw` read as YAML; the text itself where YAML cannot read it as a value
+    and nothing says YAML was meant; a PrepError where a bracket or quote it opened is cut or wrong."""
+    import yaml
+    try:
+        return yaml.safe_load(raw)
+    except yaml.MarkedYAMLError as e:
+        if not str(e.context or "").startswith(_OPENED):
+            return raw
+        import json
+        import shlex
+        mark = e.problem_mark
+        where = f" at character {mark.column + 1}" if mark is not None else ""
+        quoted = shlex.quote(f"{key}={json.dumps(raw, ensure_ascii=False)}")  # a JSON string is YAML too
+        fix = ("write a backslash as \\\\ inside double quotes, or use single quotes" if "escape" in str(e.problem)
+               else "close the quote" if "quoted" in e.context else "close the brackets")
+        raise PrepError(f"--set {key + '=' + raw!r}: not valid YAML: {e.problem}{where} ({e.context}); {fix}, or "
+                        f"quote the value in YAML to mean this text: --set {quoted}") from None
+    except (yaml.YAMLError, ValueError):  # `!foo x`; `2020-13-45` a timestamp whose date is not one
+        return raw
 
 
 def _list_index(node: list, part: str, key: str, path: list[str]) -> int:

@@ -96,3 +96,40 @@ def test_a_run_error_about_a_recipe_key_names_its_line(tmp_path, monkeypatch):
     assert result.output.startswith("error: r.yaml:5: tokenizer.path: nosuch.json does not exist"), result.output
     result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress", "--set", "tokenizer.path=other.json"])
     assert result.output.startswith("error: --set tokenizer.path: other.json does not exist"), result.output
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("filters.x=[a", "--set 'filters.x=[a': not valid YAML: expected ',' or ']', but got '<stream end>' at character 3 "
+     "(while parsing a flow sequence); close the brackets, or quote the value in YAML to mean this text: "
+     "--set 'filters.x=\"[a\"'"),
+    ("source.min_chars={a: 1", "--set 'source.min_chars={a: 1': not valid YAML: expected ',' or '}'"),
+    ('name="abc', "--set 'name=\"abc': not valid YAML: found unexpected end of stream at character 5 (while scanning "
+     "a quoted scalar); close the quote"),
+])
+def test_a_set_value_that_is_cut_yaml_is_an_error_naming_the_set(tmp_path, item, expected):
+    """A value whose bracket or quote is left open was taken as the plain string ("[a")."""
+    assert _error(tmp_path, GOOD, [item]).startswith(expected)
+
+
+@pytest.mark.parametrize("raw, value", [
+    ("out/x", "out/x"), ("data/*.jsonl", "data/*.jsonl"), ("*.jsonl", "*.jsonl"),  # `*` starts a YAML alias
+    ("{url}\\n\\n{text}", "{url}\\n\\n{text}"),  # the README's text_template example: a mapping, then more
+    ("2020-13-45", "2020-13-45"),  # a timestamp to YAML, and no date: was a ValueError traceback
+    ("[1, 2]", [1, 2]), ("null", None),
+])
+def test_a_set_value_yaml_cannot_read_otherwise_is_its_text(raw, value):
+    from pipeline.recipe_values import apply_overrides
+    assert apply_overrides({}, [f"source.path={raw}"]) == {"source": {"path": value}}
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("name: 2020-13-45", "r.yaml:1:7: name: YAML cannot read '2020-13-45' (month must be in 1..12); quote it to mean "
+     "the text: '2020-13-45'"),
+    ("name: !!int abc", "r.yaml:1:7: name: YAML cannot read 'abc' (invalid literal for int() with base 10: 'abc'); "
+     "remove the tag"),
+    ("name: !custom t", "r.yaml:1:7: name: YAML cannot read 't' (could not determine a constructor for the tag "
+     "'!custom'); remove the tag"),
+])
+def test_a_recipe_value_yaml_parses_but_cannot_construct_names_its_line(tmp_path, line, expected):
+    """A ValueError traceback (an impossible date YAML takes for a timestamp) or a ConstructorError one."""
+    assert _error(tmp_path, GOOD.replace("name: t", line)) == expected
