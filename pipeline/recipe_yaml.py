@@ -38,7 +38,34 @@ def load_recipe_yaml(text: str, path: str) -> tuple[dict, dict[str, int]]:
                         f"keys; it needs {_REQUIRED}")
     lines: dict[str, int] = {}
     _walk(root, "", lines, path)
-    return yaml.safe_load(text), lines
+    try:
+        return yaml.safe_load(text), lines
+    except (yaml.YAMLError, ValueError) as e:  # a value YAML's types refuse: `name: 2020-13-45`, `seed: !!int x`
+        raise PrepError(_value_error(root, path, e)) from None
+
+
+def _value_error(root, path: str, error: Exception) -> str:
+    """The value YAML could parse but not construct (a ValueError or ConstructorError traceback: an
+    impossible date YAML reads as a timestamp, a tag), at its line, with its key and the fix."""
+    import yaml
+    loader = yaml.SafeLoader("")
+    stack = [(root, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((v, f"{where}.{k.value}" if where else str(k.value)) for k, v in reversed(node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(node.value))))
+        else:
+            try:
+                loader.construct_object(node, deep=True)
+            except (yaml.YAMLError, ValueError) as e:
+                problem = getattr(e, "problem", None) or str(e)
+                mark = node.start_mark
+                tagged = (mark.buffer or "")[mark.pointer:mark.pointer + 1] == "!"  # the node starts at its tag
+                fix = "remove the tag" if tagged else f"quote it to mean the text: '{node.value}'"
+                return f"{path}:{mark.line + 1}:{mark.column + 1}: {where}: YAML cannot read {node.value!r} ({problem}); {fix}"
+    return f"{path}: not valid YAML: {getattr(error, 'problem', None) or error}"
 
 
 def _syntax_error(e, path: str, text: str) -> str:
