@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.cli_usage import HELP_OPTIONS, PrepGroup, print_version
+from pipeline.cli_usage import HELP_OPTIONS, PrepCommand, PrepGroup, print_version
 from pipeline.count_table import Column, count_table
 from pipeline.doc_display import DEFAULT_MAX_CHARS
 from pipeline.errors import PrepError, closest
@@ -74,7 +74,7 @@ def _workers(value: str | None) -> int | str | None:
     return workers
 
 
-@app.command(short_help="Tokenize a corpus into memory-mapped shards and a manifest.")
+@app.command(cls=PrepCommand, short_help="Tokenize a corpus into memory-mapped shards and a manifest.")
 @functools.partial(user_errors, hint=RESUME_HINT)
 def tokenize(
     recipe: Path = typer.Option(..., "--recipe", "-r", metavar="R.yaml",
@@ -114,7 +114,7 @@ def tokenize(
                      progress=progress, allow_empty=allow_empty)
 
 
-@app.command(short_help="Check a dataset's shards against its manifest.")
+@app.command(cls=PrepCommand, short_help="Check a dataset's shards against its manifest.")
 @user_errors
 def verify(
     directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),
@@ -151,7 +151,7 @@ def _modes(values: list[str]) -> list[str]:
     return values
 
 
-@app.command("bench-loader", short_help="Measure the loaders' throughput on a dataset.")
+@app.command("bench-loader", cls=PrepCommand, short_help="Measure the loaders' throughput on a dataset.")
 @user_errors
 def bench_loader(
     directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory written by `prep tokenize`."),
@@ -196,7 +196,7 @@ def bench_loader(
     out.print(format_table(rows), markup=False, highlight=False)
 
 
-@app.command(short_help="Summarize a dataset; decode its first documents.")
+@app.command(cls=PrepCommand, short_help="Summarize a dataset; decode its first documents.")
 @user_errors
 def inspect(
     directory: str = typer.Argument(..., metavar="DIR", help="Dataset directory (the one holding manifest.json)."),

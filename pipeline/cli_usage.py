@@ -12,9 +12,9 @@ import sys
 
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["PrepGroup", "usage_line", "version_text", "HELP_OPTIONS"]
+__all__ = ["PrepGroup", "PrepCommand", "usage_line", "version_text", "HELP_OPTIONS"]
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # context settings: subcommands inherit them
 
@@ -41,6 +41,40 @@ class PrepGroup(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[_SUBCOMMAND] = [name] if name else []
         return name, command, rest
+
+
+class PrepCommand(TyperCommand):
+    """A subcommand whose help names its arguments as click does: `verify [OPTIONS] DIR` and `DIR  Dataset
+    directory...`. typer 0.29 wrote `{DIR}` in the usage line (its mark for a required argument) and
+    `DIR <str>` in the list (the Python type), which no user types."""
+
+    def collect_usage_pieces(self, ctx):
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if getattr(param, "param_type_name", "") == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx, formatter):
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if getattr(param, "param_type_name", "") == "argument":
+                # the usage line says it is required: "[required]" after every argument's help repeats it
+                arguments.append((_argument_name(param), record[1].removesuffix("[required]").rstrip()))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param) -> str:
+    return param.metavar or param.name.upper()
 
 
 _SUBCOMMAND = "prep.subcommand"  # in click's ctx.meta, which a command's contexts share

@@ -31,6 +31,17 @@ def test_dash_h_is_help_on_the_app_and_every_command(command):
     assert "-h, --help" in short.output
 
 
+@pytest.mark.parametrize("command", ["verify", "inspect", "bench-loader"])
+def test_help_names_the_dataset_argument_as_it_is_typed(command):
+    """typer 0.29 wrote `{DIR}` in the usage line and `DIR <str>` in the argument list."""
+    result = runner.invoke(app, [command, "-h"], prog_name="prep")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: prep {command} [OPTIONS] DIR\n")
+    assert "{" not in result.output.splitlines()[0] and "<str>" not in result.output
+    arguments = result.output.split("Arguments:\n", 1)[1].split("\n\n", 1)[0]
+    assert arguments.split()[:2] == ["DIR", "Dataset"] and "[required]" not in arguments
+
+
 def test_version_names_prep_and_its_tokenizer_engines():
     """There was no --version: "No such option: --version", exit 2."""
     result = runner.invoke(app, ["--version"], prog_name="prep")
