@@ -1,8 +1,10 @@
 """Input formats side by side: the same documents as JSONL, .gz, .zst, CSV, TSV, Parquet, text files and
 Hugging Face datasets; correctness first, then reader and end-to-end throughput.
 
-    python benchmarks/bench_formats.py                       # writes benchmarks/results/formats_cpu<N>_<yyyymm>.md
+    python benchmarks/bench_formats.py                       # prints the report (markdown) only
     python benchmarks/bench_formats.py --docs 20000 --workers 2 --repeat 2 --tokenizer PATH/tokenizer.json
+    python benchmarks/bench_formats.py --docs 400000 --workers 2 --repeat 2 \
+        --report benchmarks/results/formats_cpu2_202611.md   # how the committed report was made
 
 Corpus: `--docs` documents built from the demo corpus (recipes/demo/corpus.jsonl, prose with newlines,
 tabs, commas and non-Latin scripts) plus a few with quotes, CRLF and surrounding spaces; document i is
@@ -160,14 +162,16 @@ def shard_files(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((out / "train").iterdir())}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=40_000)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--tokenizer", default=str(GPT2 if GPT2.exists() else ROOT / "recipes/demo/tokenizer.json"))
     ap.add_argument("--keep", action="store_true", help="keep the generated data in benchmarks/data/formats")
-    args = ap.parse_args()
+    ap.add_argument("--report", default="", help="also write the report there (without it, nothing is written: "
+                    "a run no longer replaces the committed benchmarks/results/formats_*.md)")
+    args = ap.parse_args(argv)
 
     import yaml
 
@@ -205,8 +209,8 @@ def main() -> None:
 
 
 def write_report(rows, args, texts) -> None:
+    """Print the report; write it to --report where one is given."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    path = ROOT / "benchmarks" / "results" / f"formats_cpu{cpus}_{time.strftime('%Y%m')}.md"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     chars = sum(map(len, texts))
     lines = [
@@ -245,8 +249,10 @@ def write_report(rows, args, texts) -> None:
         "- text (file per doc) opens one file per document; its reader column is open()/read() bound.",
         "",
     ]
-    path.write_text("\n".join(lines))
-    print(f"wrote {path}")
+    print("\n".join(lines))
+    if args.report:
+        Path(args.report).write_text("\n".join(lines))
+        print(f"wrote {args.report}")
 
 
 if __name__ == "__main__":
