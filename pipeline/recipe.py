@@ -295,11 +295,25 @@ class Recipe:
         msg = str(error)
         paths = [self.tokenizer.path] + [p for s in self.sources for p in ([s.path] if isinstance(s.path, str) else s.path)]
         hint = next(filter(None, (elsewhere_hint(p, self.source_file) for p in paths if p in msg)), "")
-        if not hint:
-            return error
         said = f" (relative paths resolve against the current directory {os.getcwd()})"
+        if not hint:
+            hint = self._env_var_hint(msg)
+            if not hint:
+                return error
         msg = msg.replace(said, hint).replace(hint + "; fix the path or glob", hint) if said in msg else msg + hint
         return PrepError(msg)
+
+    def _env_var_hint(self, msg: str) -> str:
+        """For a missing path holding `$NAME` or `${NAME}`: prep does not expand it (the file was looked
+        for under a directory literally named `$DATA`); the shell does, in a --set."""
+        keys = [("tokenizer.path", self.tokenizer.path)] + [
+            (f"sources.{i}.path" if len(self.sources) > 1 else "source.path", p) for i, s in enumerate(self.sources)
+            for p in ([s.path] if isinstance(s.path, str) else s.path)]
+        for key, path in keys:
+            if path in msg and (var := _ENV_VAR.search(path)) and not os.path.lexists(path):
+                return (f" ({var.group(0)} is not expanded: a recipe's paths are taken as written; give the path "
+                        f"where the shell expands it: --set {key}=\"{path}\")")
+        return ""
 
     # -- derived ---------------------------------------------------------------------------------
     def resolved_num_workers(self) -> int:
@@ -327,6 +341,10 @@ class Recipe:
         # tokenizer entry still records which engine ran
         d["tokenizer"].pop("backend")
         return d
+
+
+# an environment variable in a path (`$DATA/*.jsonl`, `${HOME}/t.json`): a recipe's paths are not expanded
+_ENV_VAR = re.compile(r"\$(\w+|\{\w+\})")
 
 
 # -- generic YAML -> dataclass with checks --------------------------------------------------------

@@ -133,3 +133,18 @@ def test_a_set_value_yaml_cannot_read_otherwise_is_its_text(raw, value):
 def test_a_recipe_value_yaml_parses_but_cannot_construct_names_its_line(tmp_path, line, expected):
     """A ValueError traceback (an impossible date YAML takes for a timestamp) or a ConstructorError one."""
     assert _error(tmp_path, GOOD.replace("name: t", line)) == expected
+
+
+def test_an_environment_variable_in_a_recipe_path_is_said_to_be_unexpanded(tmp_path, monkeypatch):
+    """`path: $DATA/c.jsonl` looked for a directory literally named `$DATA` and said only "no file
+    matches"; prep expands no variable in a recipe, the shell does in a --set."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATA", str(tmp_path))
+    write_jsonl(tmp_path / "c.jsonl", demo_texts(5))
+    (tmp_path / "r.yaml").write_text(GOOD.replace("c.jsonl", "$DATA/c.jsonl").replace("{tok}", str(DEMO_TOKENIZER)))
+    result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress"])
+    assert result.exit_code == 1
+    message = " ".join(result.output.split())  # the console wraps at its width
+    assert message.startswith("error: r.yaml:3: source.path: no file matches '$DATA/c.jsonl' ($DATA is not expanded: a "
+                              "recipe's paths are taken as written; give the path where the shell expands it: "
+                              '--set source.path="$DATA/c.jsonl")'), message
