@@ -111,7 +111,9 @@ def located(message: str, path: str, lines: dict[str, int], overridden: list[str
     if key.startswith("source.") or key == "source":  # one source written as a `sources:` list of one
         candidates.append("sources[0]" + key[len("source"):])
     for candidate in candidates:
-        given = [o for o in overridden if _within(candidate, o) or _within(o, candidate)]
+        # a --set below the key counts only where the file does not write the key (`--set filters.x=1`:
+        # "filters: unknown key" came from it); `output: [o]` in the file with --output is the file's line
+        given = [o for o in overridden if _within(candidate, o) or (_within(o, candidate) and candidate not in lines)]
         if given:  # the value came from the command line: say so (--output's output.dir needs no word)
             return message if given[0] == "output.dir" or message.startswith("--set") else f"--set {message}"
     for candidate in candidates:

@@ -148,3 +148,11 @@ def test_an_environment_variable_in_a_recipe_path_is_said_to_be_unexpanded(tmp_p
     assert message.startswith("error: r.yaml:3: source.path: no file matches '$DATA/c.jsonl' ($DATA is not expanded: a "
                               "recipe's paths are taken as written; give the path where the shell expands it: "
                               '--set source.path="$DATA/c.jsonl")'), message
+
+
+def test_a_section_the_file_gets_wrong_keeps_its_line_beside_a_set_below_it(tmp_path):
+    """With --output (output.dir) given, `output: [out]` in the file was reported with no file or line, as if
+    the command line had written it; a section only --set writes still names the --set."""
+    assert _error(tmp_path, GOOD.replace("output:\n  dir: out", "output: [out]"), output="o") == \
+        "r.yaml:6: output: expected a mapping of keys, got list ['out']"
+    assert _error(tmp_path, GOOD, ["filters.x=1"]).startswith("--set filters: unknown key")
