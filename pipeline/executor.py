@@ -148,7 +148,9 @@ def tokenize(recipe: Recipe, output: str | None = None, num_workers: int | None 
                                    overwrite=overwrite, show_progress=show_progress, console=console)
         finally:
             allow_empty_default.reset(token)
-    out = Path(local_path(target))  # file:///x is /x (was a directory named "file:")
+    # file:///x is /x (was a directory named "file:"); ~ is the home directory as in source.path (a
+    # directory named "~" was made in the working directory)
+    out = Path(local_path(target)).expanduser()
     if (num_workers or recipe.resolved_num_workers()) > 1:
         warm_forkserver(recipe)
     spec = load_tokenizer(recipe.tokenizer)

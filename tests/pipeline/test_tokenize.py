@@ -554,3 +554,20 @@ def test_ids_match_direct_encoding(tmp_path, demo_tokenizer):
     want = [np.array(tok.encode(t, add_special_tokens=False).ids + [0]) for t in texts if t]
     got = read_split(out, "train")
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("where", ["recipe", "--output"])
+def test_a_tilde_in_the_output_dir_is_the_home_directory(tmp_path, demo_tokenizer, monkeypatch, where):
+    """`output.dir: ~/ds` (or `--output=~/ds`, which the shell leaves alone) made a directory named "~"
+    in the working directory; source.path and the tokenizer's path expanded ~ already."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(10))
+    recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer,
+                          out="~/ds" if where == "recipe" else tmp_path / "unused")
+    code, output = run_cli("--recipe", recipe, *(["--output=~/ds"] if where == "--output" else []))
+    assert code == 0, output
+    assert (home / "ds" / "manifest.json").is_file()
+    assert list(work.iterdir()) == []
