@@ -330,7 +330,9 @@ class Recipe:
         for s in d["sources"]:
             s.pop("storage_options")  # may hold credentials; never written to the manifest
             # a pre-signed URL's signature is one too, and a re-signed URL is the same input (signed_urls)
-            s["path"] = signed_urls.name(s["path"]) if isinstance(s["path"], str) else [signed_urls.name(p) for p in s["path"]]
+            s["path"] = _named(s["path"])
+            if s.get("data_files") is not None:  # an hf source's files: a str or a list
+                s["data_files"] = _named(s["data_files"])
             # a key added after datasets were made drops out at its default, so those datasets and
             # unfinished runs still match their recipe
             for added, default in (("records_field", None), ("delimiter", None), ("quoting", "csv"),
@@ -387,3 +389,8 @@ def _build(cls, data, where: str, **extra):
             continue
         kwargs[f.name] = check_value(data[f.name], hints[f.name], dotted)
     return cls(**kwargs, **extra)
+
+
+def _named(paths):
+    """A path or a list of them, each pre-signed URL named less its signature."""
+    return signed_urls.name(paths) if isinstance(paths, str) else [signed_urls.name(p) for p in paths]

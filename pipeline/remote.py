@@ -147,7 +147,9 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
     if not foreign:
         return
     holds = f"{len(foreign)} file(s) that prep did not upload from {local}, such as {foreign[0]!r}"
-    if not all(_DATASET_FILE.fullmatch(rel) for rel in foreign):
+    # a dataset's names only, a shard among them: a lone rejects.jsonl may be anyone's (review)
+    if not all(_DATASET_FILE.fullmatch(rel) for rel in foreign) or not any(rel.endswith((".bin", ".idx"))
+                                                                           for rel in foreign):
         raise foreign_output(url, holds, overwrite, run_state="record of an upload")
     # only a dataset's file names and no manifest: an upload interrupted, its staging directory (and
     # record) deleted since, or another machine's. --overwrite replaces it; recorded as this upload's,

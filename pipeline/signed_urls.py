@@ -12,7 +12,7 @@ server's 403 then names the URL, without a secret)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 __all__ = ["address", "is_signed", "name", "redact", "remember", "remember_sources"]
 
@@ -44,8 +44,10 @@ def name(url: str) -> str:
     if not is_signed(url):
         return url
     parts = urlsplit(url)
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() not in _SIGNING]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    # the other parameters kept as written: parse_qsl + urlencode made `f=a%20b` and `f=a+b` (two objects
+    # on some servers) one name, so one of them was read twice (review)
+    kept = [pair for pair in parts.query.split("&") if unquote_plus(pair.split("=", 1)[0]).lower() not in _SIGNING]
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def remember(url: str) -> str:

@@ -31,7 +31,9 @@ def exit_code(fn, *args, hint: str = "", **kwargs) -> int:
         with stop_on_signals():
             fn(*args, **kwargs)
     except PrepError as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+        # a pre-signed URL quoted by any message: its signature masked
+        from pipeline.signed_urls import redact
+        err.print(f"[bold red]error:[/] {escape(redact(str(e)))}", markup=True, highlight=False, soft_wrap=True)
         return 1
     except KeyboardInterrupt as e:
         what, code = describe(e)

@@ -670,7 +670,9 @@ def unreadable(path: str, e: OSError) -> PrepError:
     traceback (one line only for a text file read whole), and not the unit's own failure under skip."""
     if isinstance(e, FileNotFoundError) and not is_url(path):  # listed by expand_files: it was there
         return PrepError(f"{path}: file disappeared during the run; put it back and {RESUME_FIX}")
-    return PrepError(f"{path}: cannot open it ({type(e).__name__}: {e}); make it readable and {RESUME_FIX}")
+    # fsspec's http errors quote the URL fetched: a pre-signed one's signature (signed_urls)
+    return PrepError(f"{path}: cannot open it ({type(e).__name__}: {signed_urls.redact(str(e))}); make it readable "
+                     f"and {RESUME_FIX}")
 
 
 def open_unit(unit: WorkUnit, storage_options: dict | None = None) -> tuple[BinaryIO, BinaryIO]:

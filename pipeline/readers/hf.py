@@ -215,7 +215,8 @@ def load(source: SourceConfig):
 
 
 def _load_failed(source: SourceConfig, split: str, e: Exception) -> str:
-    return (f"source.path: cannot load the Hugging Face dataset {source.path!r}"
+    from pipeline.signed_urls import redact  # datasets quotes the data_files URL it fetched: a signature
+    return redact(f"source.path: cannot load the Hugging Face dataset {source.path!r}"
             f"{' (name ' + repr(source.name) + ')' if source.name else ''}, split {split!r}: "
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; for a hub id the hub "
             "must be reachable (or the dataset cached); a local copy can be given as a save_to_disk directory")

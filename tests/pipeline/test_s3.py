@@ -1002,3 +1002,18 @@ def test_an_object_version_of_a_versioned_bucket_is_read_and_its_format_inferred
     for i, so in enumerate([options, {**options, "version_aware": True}]):
         r = recipe([{"path": f"s3://prep-versions/d.jsonl?versionId={old}", "storage_options": so}], str(tmp_path / f"o{i}"))
         assert sum(s.num_docs for s in tokenize(r, show_progress=False).manifest.splits.values()) == 100
+
+
+def test_a_prefix_holding_a_lone_rejects_jsonl_is_not_taken_for_an_unfinished_upload(tmp_path, demo_tokenizer):
+    """Any prefix holding only dataset file names was taken for an unfinished upload: a user's own lone
+    rejects.jsonl was then replaced (or deleted as stale) by --overwrite. A shard must be among them (review)."""
+    import fsspec
+
+    from pipeline.errors import PrepError
+    url = "memory://prep-lone-rejects/ds"
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/prep-lone-rejects/ds/rejects.jsonl", b'{"mine": "not prep"}\n')
+    r = _memory_recipe(tmp_path, demo_tokenizer, url)
+    with pytest.raises(PrepError, match="--overwrite replaces only a prep dataset or run"):
+        tokenize(r, show_progress=False, overwrite=True)
+    assert fs.cat_file("/prep-lone-rejects/ds/rejects.jsonl") == b'{"mine": "not prep"}\n'

@@ -111,3 +111,41 @@ def test_an_expired_signed_url_at_an_open_is_named_by_its_403_not_as_gone():
     missing = FileNotFoundError(_signed(name, "SECRETx"))
     assert isinstance(url_reads.gone(name, missing), url_reads.InputChanged)
     assert "SECRET" not in str(url_reads.gone(name, missing))
+
+
+def test_other_query_parameters_are_kept_as_written_so_two_objects_keep_two_names():
+    """name() decoded and re-encoded the kept query: `f=a%20b` and `f=a+b` (two objects on servers that
+    read + literally) became one name, and one was read twice; `?download` gained an "=" (review)."""
+    space, plus = "https://h/get?f=a%20b&X-Amz-Signature=1", "https://h/get?f=a+b&X-Amz-Signature=2"
+    assert signed_urls.name(space) == "https://h/get?f=a%20b"
+    assert signed_urls.name(plus) == "https://h/get?f=a+b"
+    assert signed_urls.name("https://h/d?download&X-Amz-Credential=a%2Fb&sig=x") == "https://h/d?download"
+
+
+def test_an_hf_sources_signed_data_files_stay_out_of_what_is_written():
+    """content_dict named `source.path` without its signature but kept `data_files` as written: a signed
+    URL there went into manifest.json and plan.json, and a re-signed one was another recipe (review)."""
+    signed = _signed("https://h/d.jsonl", "SECRETd")
+    for data_files in (signed, [signed]):
+        r = Recipe.from_dict({"name": "t", "source": {"path": "json", "format": "hf", "data_files": data_files},
+                              "tokenizer": {"path": str(DEMO_TOKENIZER)}, "output": {"dir": "o"}})
+        written = json.dumps(r.content_dict())
+        assert "SECRETd" not in written and "AKIAEXAMPLE" not in written and "https://h/d.jsonl" in written
+        assert r.sources[0].data_files == data_files  # what datasets is given to fetch: signed
+
+
+def test_an_error_quoting_a_signed_url_is_printed_with_its_secrets_masked(tmp_path):
+    """A recipe error quoting source.path (`cannot infer the format of 'https://h/download?id=5&...'`: a
+    pre-signed download link without a suffix) printed the signature; so did an open's fsspec error."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(json.dumps({"name": "t", "source": {"path": _signed("https://h.example/download", "SECRETe")},
+                                  "tokenizer": {"path": str(DEMO_TOKENIZER)}, "output": {"dir": str(tmp_path / "o")}}))
+    result = CliRunner().invoke(app, ["tokenize", "-r", str(recipe), "--no-progress"])
+    assert result.exit_code == 1 and "cannot infer the format" in result.output, result.output
+    assert "SECRETe" not in result.output and "AKIAEXAMPLE" not in result.output
+    from pipeline.readers.base import unreadable
+    error = unreadable("https://h/d.jsonl", FileNotFoundError(_signed("https://h/d.jsonl", "SECRETo")))
+    assert "SECRETo" not in str(error) and "AKIAEXAMPLE" not in str(error)
