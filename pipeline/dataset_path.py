@@ -85,7 +85,6 @@ def not_a_dataset(root: str | Path) -> NotADataset | None:
 
 
 _SHARD_FILE = re.compile(r"^shard-\d{6}\.(bin|idx)$")
-_BESIDE_SPLITS = {"rejects.jsonl", ".prep"}
 
 
 def shards_without_manifest(root: Path) -> Path | None:
@@ -100,7 +99,9 @@ def shards_without_manifest(root: Path) -> Path | None:
     shard = None
     try:
         for child in root.iterdir():
-            if child.name in _BESIDE_SPLITS:
+            if child.name == "rejects.jsonl" and child.is_file() and not child.is_symlink():
+                continue
+            if child.name == ".prep" and child.is_dir() and not child.is_symlink():
                 continue
             if not child.is_dir():
                 return None

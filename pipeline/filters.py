@@ -65,9 +65,12 @@ def get_value(record, name: str):
     return node
 
 
+_INDEX = re.compile(r"-?[0-9]+")  # ASCII digits: str.isdigit() took "²", which int() refuses (a traceback)
+
+
 def _is_index(part: str) -> bool:
     """A dotted path's part that indexes a list: digits, or `-` and digits (from the end)."""
-    return part.removeprefix("-").isdigit()
+    return _INDEX.fullmatch(part) is not None
 
 
 def _has(node, where: str, part: str = "") -> str:

@@ -306,9 +306,12 @@ class Recipe:
     def _env_var_hint(self, msg: str) -> str:
         """For a missing path holding `$NAME` or `${NAME}`: prep does not expand it (the file was looked
         for under a directory literally named `$DATA`); the shell does, in a --set."""
-        keys = [("tokenizer.path", self.tokenizer.path)] + [
-            (f"sources.{i}.path" if len(self.sources) > 1 else "source.path", p) for i, s in enumerate(self.sources)
-            for p in ([s.path] if isinstance(s.path, str) else s.path)]
+        keys = [("tokenizer.path", self.tokenizer.path)]
+        for i, s in enumerate(self.sources):
+            key = f"sources.{i}.path" if len(self.sources) > 1 else "source.path"
+            # one entry of a list by its index: `--set source.path=...` replaced the whole list, and the
+            # run went on without the other inputs (review)
+            keys += [(key, s.path)] if isinstance(s.path, str) else [(f"{key}.{j}", p) for j, p in enumerate(s.path)]
         for key, path in keys:
             if path in msg and (var := _ENV_VAR.search(path)) and not os.path.lexists(path):
                 return (f" ({var.group(0)} is not expanded: a recipe's paths are taken as written; give the path "

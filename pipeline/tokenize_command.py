@@ -18,10 +18,12 @@ from pipeline.workers_option import worker_overrides
 
 __all__ = ["tokenize_command", "exit_code", "err", "out"]
 
-err = Console(stderr=True, soft_wrap=True)
+# emoji off: rich turned `:smile:` in a path or a document shown by inspect into 😄 (the text shown was
+# not the text stored)
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 # markup off: what it prints holds user paths and names, and rich read `out/[v2]` as a style tag and
 # printed `out/` (the summary, the notes); prints that want markup ask for it
-out = Console(soft_wrap=True, markup=False)
+out = Console(soft_wrap=True, markup=False, emoji=False)
 
 
 def exit_code(fn, *args, hint: str = "", **kwargs) -> int:

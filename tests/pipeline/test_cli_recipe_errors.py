@@ -156,3 +156,16 @@ def test_a_section_the_file_gets_wrong_keeps_its_line_beside_a_set_below_it(tmp_
     assert _error(tmp_path, GOOD.replace("output:\n  dir: out", "output: [out]"), output="o") == \
         "r.yaml:6: output: expected a mapping of keys, got list ['out']"
     assert _error(tmp_path, GOOD, ["filters.x=1"]).startswith("--set filters: unknown key")
+
+
+def test_an_environment_variable_in_one_entry_of_a_path_list_names_that_entrys_set(tmp_path, monkeypatch):
+    """The hint said `--set source.path="$DATA/b.jsonl"` for one entry of a list: that --set replaced the
+    whole list, and the run went on without the other inputs (review). It names the entry by its index."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", demo_texts(5))
+    text = GOOD.replace("  path: c.jsonl", "  path: [c.jsonl, $DATA/b.jsonl]").replace("{tok}", str(DEMO_TOKENIZER))
+    (tmp_path / "r.yaml").write_text(text)
+    result = runner.invoke(app, ["tokenize", "-r", "r.yaml", "--no-progress"])
+    assert result.exit_code == 1
+    message = " ".join(result.output.split())
+    assert 'give the path where the shell expands it: --set source.path.1="$DATA/b.jsonl")' in message, message

@@ -83,3 +83,11 @@ def test_asking_for_more_documents_than_the_split_holds_says_so(tmp_path, demo_t
     assert runner.invoke(app, ["tokenize", "-r", str(recipe), "--no-progress", "--allow-empty"]).exit_code == 0
     result = runner.invoke(app, ["inspect", str(tmp_path / "empty"), "-n", "3", "--split", "val"])
     assert result.exit_code == 0 and result.output.rstrip().endswith("--- val holds no documents")
+
+
+def test_emoji_codes_in_a_document_print_as_written(tmp_path, demo_tokenizer):
+    """rich made `:thumbs_up:` a 👍 even with markup off: the text shown was not the text stored (review)."""
+    out = make_dataset(tmp_path, demo_tokenizer, ["Great job :thumbs_up: see :smile: café 😀"])
+    result = runner.invoke(app, ["inspect", str(out), "-n", "1"])
+    assert result.exit_code == 0, result.output
+    assert "Great job :thumbs_up: see :smile: café 😀<|endoftext|>" in result.output, result.output

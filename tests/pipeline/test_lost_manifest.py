@@ -61,3 +61,14 @@ def test_a_stray_file_beside_the_shards_keeps_the_directory_foreign(lost):
     code, output = run_cli("--recipe", recipe, "--overwrite")
     assert code == 1 and "is not a prep output" in output, output
     assert (out / "train" / "notes.txt").read_text() == "keep me"
+
+
+def test_a_folder_named_rejects_jsonl_keeps_the_directory_foreign(lost):
+    """Any entry named rejects.jsonl passed for the run's rejects file: --overwrite then deleted a folder
+    of that name with the user's files in it (review). Only a regular file is the run's."""
+    recipe, out, _ = lost
+    (out / "rejects.jsonl").mkdir()
+    (out / "rejects.jsonl" / "notes.txt").write_text("keep me")
+    code, output = run_cli("--recipe", recipe, "--overwrite")
+    assert code == 1 and "is not a prep output" in output, output
+    assert (out / "rejects.jsonl" / "notes.txt").read_text() == "keep me"

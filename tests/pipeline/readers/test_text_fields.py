@@ -74,3 +74,9 @@ def test_a_text_field_holding_one_string_in_a_list_says_string_once():
         with pytest.raises(RecordError) as e:
             TextExtractor("text")({"text": value})
         assert e.value.detail == f"'text' is {said}"
+
+
+def test_a_path_part_of_other_digits_is_a_missing_field_not_a_traceback(tmp_path):
+    """`messages.²`: str.isdigit() took "²" for an index, and int("²") raised a ValueError (review)."""
+    texts, bad = _read(tmp_path, "jsonl", CHATS[:1], text_field="messages.²")
+    assert texts == [] and [r["reason"] for r in bad] == ["missing_field"]
