@@ -16,46 +16,48 @@ Each final shard is journaled once placed and its parts are then deleted; a resu
 journaled shards whose files are whole. Journaled units whose parts went missing (and are in no kept
 shard) are redone; a complete dataset that no longer matches its
 manifest is reported, not passed off as done. Tests: tests/faults/ (PREP_FAULT, pipeline/faults.py).
+
+This module is the orchestration (tokenize); running the units, in-process or on the pool, is
+pipeline.run_units; the checks of what an earlier run left in the output, pipeline.resume_checks;
+an empty result's error and hints, pipeline.empty_run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
-import pickle
-import signal
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import faults, input_changes, trace
 from pipeline.assemble import PartStream, usable_placed
-from pipeline.crc import crc32
-from pipeline.empty_run import allow_empty_default, refuse_empty_run
+from pipeline.empty_run import _empty_hint, allow_empty_default, refuse_empty_run
 from pipeline.errors import RESUME_FIX, PrepError
 from pipeline.finalize import finalize, skipped_by_reason
-from pipeline.forkserver_exitcode import DYING_S, forkserver_exit, kill_orphans
-from pipeline.interrupts import deferred, sigterm_as_interrupt
+from pipeline.interrupts import sigterm_as_interrupt
 from pipeline.journal import RunState
-from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab, read_manifest
+from pipeline.manifest import MANIFEST_NAME, Manifest, dtype_for_vocab
 from pipeline.outdir import refuse_deleting_what_the_run_reads, refuse_foreign
-from pipeline.pool import pool_context, warm_forkserver
+from pipeline.pool import warm_forkserver
 from pipeline.progress import RunProgress
-from pipeline.readers import WorkUnit, plan_units
-from pipeline.readers.text import whole_file_fix
+from pipeline.readers import plan_units
 from pipeline.recipe import Recipe
-from pipeline.shards import named, part_intact
+from pipeline.resume_checks import (
+    _disk_full_is_user_error,
+    _drop_lost_units,
+    _inputs_newer_than,
+    _prepare_output,
+    _refuse_damaged,
+    failed_units_note,
+)
+from pipeline.run_units import _InOrder, _run_inline, _run_pool, _spec_file, _spooler
 from pipeline.source_formats import is_url, local_path
 from pipeline.tokenizers import load_tokenizer
 from pipeline.worker import WorkerContext, rejects_name
-from pipeline.worker_process import init_worker, run_unit, unit_or_failure
 
 __all__ = ["tokenize", "TokenizeResult", "failed_units_note"]
 
@@ -71,28 +73,6 @@ class TokenizeResult:
     units_total: int = 0
     already_complete: bool = False
     notes: list[str] = field(default_factory=list)
-
-
-def _prepare_output(out: Path, state: RunState, content: dict, overwrite: bool, tokenizer_sha: str) -> Manifest | None:
-    """Returns the existing manifest when the same dataset is already complete."""
-    if (out / MANIFEST_NAME).exists():
-        if overwrite:
-            _wipe(out, state)
-            return None
-        existing = read_manifest(out)
-        if existing.recipe != content:
-            raise PrepError(f"{out}: already holds a dataset made from a different recipe; choose another "
-                            "--output, or pass --overwrite to replace it")
-        made_with = existing.tokenizer.get("sha256")
-        if made_with and made_with != tokenizer_sha:  # the same path, another file: as an unfinished run is
-            raise PrepError(f"{out}: already holds a dataset made with another tokenizer at "
-                            f"{existing.tokenizer.get('name')} (sha256 {made_with[:12]}... then, {tokenizer_sha[:12]}... "
-                            "now); pass --overwrite to rebuild it with this one, or choose another --output")
-        state.cleanup()
-        return existing
-    if overwrite:
-        _wipe(out, state)
-    return None
 
 
 @contextmanager
@@ -113,12 +93,6 @@ def _planning_status(show: bool, console) -> Iterator[None]:
                           f"{done / scale:.1f} of {size / scale:.1f} {unit}")
         with scan_progress(scanned):
             yield
-
-
-def _wipe(out: Path, state: RunState) -> None:
-    (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: the dataset stops being "complete"
-    state.discard([child for child in out.iterdir() if child.name != ".prep"])  # deleted while units run
-    state.reset()
 
 
 # -- parent side ----------------------------------------------------------------------------------
@@ -310,343 +284,3 @@ def _input_notices(results: dict) -> list[str]:
             for messages in by_kind.values()]
 
 
-# the fix for a dataset left empty by one kind of skipped record, by the most common reason
-_EMPTY_HINTS = {
-    "invalid_utf8": "the input is not UTF-8: convert it (iconv -f CP1252 -t UTF-8 for a Windows export, "
-                    "say) or set source.encoding_errors: replace",
-    "record_too_large": "raise source.max_record_bytes",
-    "too_short": "lower source.min_chars",
-    "too_long": "raise source.max_chars",
-    "malformed_json": "rejects.jsonl shows how each line begins; is the input JSON Lines?",
-    "lone_surrogate": "the text holds lone UTF-16 surrogates (\\ud800-\\udfff escaped in JSON, strings cut inside "
-                      "an emoji's pair?, or made by a text_template {n:c}), which no UTF-8 holds; set "
-                      "source.encoding_errors: replace to read each as U+FFFD",
-}
-
-
-# peak memory of tokenizing one huge document, per MB of its text: measured on 20-300 MB of English-like
-# lines with the gpt2 tokenizer (0.25 tokens a byte), peak RSS less a tiny run's: gigatoken and tiktoken
-# ~3.3 (70 MB: 0.22 GB more; 300 MB: 1.0 GB), hf ~117 (its per-token Encoding; 70 MB: 8.2 GB more)
-_WHOLE_DOC_MB_PER_MB = {"hf": 120}
-_WHOLE_DOC_MB_PER_MB_FAST = 3.5
-
-
-def _empty_hint(skipped: dict[str, int], recipe: Recipe, backend: str) -> str:
-    """'; most were REASON: FIX' when over half of an empty dataset's skipped records were REASON, or ''.
-    Too large records where a text source reads each file whole: most likely one big input.txt (as
-    nanoGPT's data is) that was meant as many documents, so the fix names doc_separator first."""
-    reason = max(skipped, key=skipped.get, default=None)
-    if reason not in _EMPTY_HINTS or 2 * skipped[reason] <= sum(skipped.values()):
-        return ""
-    whole = [i for i, s in enumerate(recipe.sources) if s.resolved_format() == "text" and s.doc_separator is None]
-    if reason != "record_too_large" or not whole:
-        return f"; most were {reason}: {_EMPTY_HINTS[reason]}"
-    where = "source" if len(recipe.sources) == 1 else f"sources[{whole[0]}]"
-    per_mb = _WHOLE_DOC_MB_PER_MB.get(backend, _WHOLE_DOC_MB_PER_MB_FAST)
-    return (f"; most were {reason}: {whole_file_fix(where)}, which takes about {per_mb} MB of memory per MB of "
-            f"text to tokenize (tokenizer backend {backend})")
-
-
-def _inputs_newer_than(manifest: Path, inputs: dict[str, list]) -> list[str]:
-    """A note when local input files were modified after the dataset was finished: "already complete"
-    then means "made from their older contents". Only a note: a corpus copied without its mtimes
-    looks the same (the manifest keeps no stamps, so that copies of a dataset stay byte-identical)."""
-    made = manifest.stat().st_mtime_ns
-    newer = sorted(path for path, (_, stamp) in inputs.items() if isinstance(stamp, int) and stamp > made)
-    if not newer:
-        return []
-    more = f" and {len(newer) - 1} more" if len(newer) > 1 else ""
-    return [f"{newer[0]}{more} changed after this dataset was made ({manifest} is older): it holds their "
-            "contents as they were; --overwrite rebuilds it from them as they are now"]
-
-
-def failed_units_note(manifest: Manifest) -> list[str]:
-    """For an "already complete" dataset with failed_units: a plain re-run redoes nothing (its run state
-    was deleted when it was finished), so the line says what does."""
-    n = len(manifest.failed_units)
-    if not n:
-        return []
-    return [f"{n} unit(s) or file(s) failed and were left out (see failed_units in the manifest); "
-            "after replacing their files, --overwrite redoes them"]
-
-
-def _refuse_damaged(out: Path, manifest: Manifest) -> None:
-    """A complete dataset is only "nothing to do" if its files still match the manifest (sizes and
-    headers: a stat and a 34-byte read per file); `manifest` is the one _prepare_output read."""
-    from pipeline.verify import check_dataset
-
-    problems = check_dataset(out, quick=True, manifest=manifest)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise PrepError(f"{out}: complete for this recipe, but damaged: {problems[0]}{more}; `prep verify {out}` "
-                        "lists every problem, --overwrite rebuilds the dataset")
-
-
-@contextmanager
-def _disk_full_is_user_error(out: Path):
-    """ENOSPC/EDQUOT anywhere in a run (a worker's part, finalize, the journal, the manifest), and a
-    permission error under the output directory -> one line."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and e.filename and str(out) in str(e.filename):
-            raise PrepError(f"{e.filename}: cannot write ({e.strerror}); fix the permissions there or choose "
-                            "another --output, then re-run the same command to resume") from None
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
-        raise PrepError(f"{e.filename or out}: {what}; finished units are kept and nothing partial was recorded: "
-                        "free space there (or choose another --output) and re-run the same command to resume") from None
-
-
-def _drop_lost_units(results: dict[int, dict], state: RunState, dtype, placed: dict[str, list[dict]]) -> None:
-    """Forget journaled units whose part files or rejects file are missing, the wrong size or fail
-    their crc32, so they are redone (files deleted by hand, a disk restored from an older backup, a
-    power cut: neither is fsynced), unless the part is in one of the `placed` shards kept (its file
-    was deleted once that shard was journaled). Reads only the parts not yet placed."""
-    consumed = {split: {name for e in entries for name in e["parts"]} for split, entries in placed.items()}
-
-    def intact(result: dict) -> bool:
-        return rejects_intact(result) and all(
-            part["name"] in consumed.get(split, ()) or part_intact(state.parts / split, part, dtype.itemsize)
-            for split, parts in result["shards"].items() for part in parts)
-
-    def rejects_intact(result: dict) -> bool:
-        if not result.get("num_rejects"):
-            return True
-        try:
-            data = (state.rejects / rejects_name(result["unit"])).read_bytes()
-        except FileNotFoundError:
-            return False
-        return "rejects_crc32" not in result or crc32(data) == result["rejects_crc32"]
-
-    for index in [i for i, r in results.items() if r.get("status") == "ok" and not intact(r)]:
-        del results[index]
-
-
-def _check_bad_budget(recipe: Recipe, results: dict[int, dict]) -> None:
-    if recipe.max_bad_records is None:
-        return
-    n = sum(r.get("num_rejects", 0) for r in results.values())
-    if n > recipe.max_bad_records:
-        raise PrepError(f"max_bad_records: {n} records rejected so far, more than the limit "
-                        f"{recipe.max_bad_records}; see DIR/.prep/rejects/, fix the input or raise the limit "
-                        "(finished units are kept; re-run to resume)")
-
-
-class _InOrder:
-    """Hands finished units to the PartStream in dataset order: unit k goes once 0..k are all done."""
-
-    def __init__(self, stream: PartStream | None, results: dict[int, dict]):
-        self.stream, self.results, self.next = stream, results, 0
-
-    def advance(self) -> None:
-        if self.stream is None:
-            return
-        self.stream.check()  # a shard placement that failed (ENOSPC) stops the run now
-        while (r := self.results.get(self.next)) is not None:
-            if r["status"] == "ok":
-                self.stream.feed(r)
-            self.next += 1
-
-
-def _accept(result: dict, state: RunState, results: dict, progress: RunProgress, recipe: Recipe,
-            after=lambda index: None) -> None:
-    state.record(result)
-    trace.event("unit_done", unit=result["unit"])
-    results[result["unit"]] = result
-    progress.unit_done()
-    _check_bad_budget(recipe, results)
-    after(result["unit"])
-
-
-def _run_inline(todo, ctx, state, results, progress, after=lambda index: None) -> None:
-    for unit in todo:
-        try:
-            result = unit_or_failure(unit, ctx, progress.advance)
-        except PrepError as e:
-            input_changes.note_stop(state, unit, e)
-            raise
-        _accept(result, state, results, progress, ctx.recipe, after)
-
-
-def _run_pool(todo, ctx, state: RunState, results, progress, workers: int, spec_path: Path, after
-              ) -> Callable[[], None]:
-    """Run `todo` on `workers` processes; returns the pool's join, for the caller to call once the
-    last shard is placed: the workers exit (sentinels, process joins: 9-18 ms on 2 workers) while
-    the parent places it, instead of before."""
-    mp_ctx = pool_context()
-    with deferred():  # a Ctrl-C here is raised once the pool and its queues exist, and the try below frees them
-        queue, starts = mp_ctx.Queue(), mp_ctx.SimpleQueue()  # progress; unit starts (see init_worker)
-        pool = ProcessPoolExecutor(workers, mp_context=mp_ctx, initializer=init_worker,
-                                   initargs=(dataclasses.replace(ctx, spec=None), str(spec_path), queue, starts,
-                                             os.getpid(), workers))
-    pending: dict = {}
-    running: dict[int, int] = {}  # worker pid -> index of the unit it last started
-    queue_iter = iter(todo)
-
-    def submit_next() -> None:
-        unit = next(queue_iter, None)
-        if unit is not None:
-            try:  # the pool starts its workers here, each forked by the forkserver: never cut short
-                with deferred():  # (interrupts.deferred)
-                    pending[pool.submit(run_unit, unit)] = unit
-            except (EOFError, ConnectionError):  # the forkserver is gone: multiprocessing says only "EOF"
-                raise PrepError(_FORKSERVER_DIED) from None
-
-    def drain() -> None:
-        while not starts.empty():
-            pid, index = starts.get()
-            running[pid] = index
-        while True:
-            try:
-                msg = queue.get_nowait()
-            except Exception:  # queue.Empty
-                return
-            progress.advance(*msg)
-
-    trace.event("pool_start", workers=workers)
-    try:
-        try:
-            for _ in range(2 * workers):
-                submit_next()
-            while pending:
-                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                drain()
-                for fut in done:
-                    unit = pending.pop(fut)
-                    try:
-                        result = fut.result()
-                    except BrokenProcessPool:
-                        pending[fut] = unit  # in flight, for the message
-                        raise
-                    except PrepError as e:
-                        input_changes.note_stop(state, unit, e)
-                        raise
-                    _accept(result, state, results, progress, ctx.recipe, after)
-                    submit_next()
-            drain()
-        except BrokenProcessPool:
-            # a worker died: seen through a unit's future, or through submit() on the broken pool when
-            # a unit that finished just before the death comes out of the same wait()
-            drain()
-            raise PrepError(_worker_died(pool, running, {u.index: u for u in pending.values()})) from None
-    except BaseException as error:
-        # Ctrl-C, a dead worker, a full disk, a bad-record budget: stop everything now
-        for fut in pending:
-            fut.cancel()
-        procs = list(getattr(pool, "_processes", {}).values())
-        for proc in procs:
-            proc.kill()  # don't wait for units in flight: they are redone on resume
-        kill_orphans(procs)  # those Process.kill() skips when the forkserver is gone
-        pool.shutdown(wait=True, cancel_futures=True)
-        # freed now, not when the traceback goes: their semaphores are unlinked by finalizers that an
-        # error exit (os._exit) would skip, and the resource tracker then warned of 5 leaked semaphores
-        # (and the frames the error came through hold them too: a Ctrl-C raised inside queue.get_nowait() kept
-        # that queue, whose 3 semaphores the resource tracker warned of)
-        _clear_finished_frames(error)
-        with deferred():  # a first Ctrl-C inside a finalizer was "ignored" there, with its traceback (see join)
-            del pool, queue, starts, procs
-        raise
-    # shutdown(wait=False) drops the pool's reference to its manager thread (CPython 3.11 and 3.13), so a
-    # later shutdown(wait=True) joins nothing: the thread that sends the workers their stop and joins
-    # them is kept here, and joined by the caller. Before, a worker still starting (slow imports) could
-    # outlive the run.
-    manager = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False)
-
-    def join() -> None:
-        # the pool and its queues are kept until its workers are joined: a worker the pool started late
-        # (units that fail in their first bytes can all be done first) may still be unpickling its
-        # initargs, which rebuilds their semaphores by name, and freeing them here unlinks those names:
-        # it died of FileNotFoundError, its traceback printed under prep's one-line error
-        # (and all freed once joined: the manager thread holds the pool's call and result queues, and
-        # kept by this closure it left their 5 semaphores to the exit, which os._exit makes in prep,
-        # the resource tracker warning of them: so it is reached through `keep` only)
-        # Deferred: a Ctrl-C that came while their finalizers ran (unlinking semaphores) was raised inside
-        # one, printed as "Exception ignored in: <Finalize object>" with its traceback, left a semaphore
-        # to the resource tracker's warning, and was otherwise lost (the run went on to exit 0)
-        try:
-            if keep[0] is not None:
-                keep[0].join()
-        finally:
-            with deferred():
-                del keep[:]
-    keep = [manager, pool, queue, starts]
-    return join
-
-
-def _clear_finished_frames(error: BaseException) -> None:
-    """Drop the locals of the frames that `error` and the errors it was raised while handling came through
-    and that have finished (the one handling it goes on running: its frame is left as it is)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        traceback.clear_frames(error.__traceback__)  # skips frames still running (RuntimeError)
-        error = error.__context__
-
-
-_FORKSERVER_DIED = (
-    "the worker processes could not be started: multiprocessing's forkserver, the process that imports "
-    "numpy, orjson, tokenizers, gigatoken and prep once and forks every worker from itself, has exited "
-    "(its own error, if it printed one, is above). Usually one of those imports fails there: a broken "
-    "install, or a module of that name on PYTHONPATH. --num-workers 1 runs the units in this process "
-    "instead, where such an import fails with its own message")
-
-
-def _spooler(units, todo, state: RunState, recipe: Recipe, workers: int):
-    """Windows for the ranges of split compressed files (pipeline.spool), or None when there are none."""
-    if not any(u.is_spooled for u in todo):
-        return None
-    from pipeline.spool import Spooler
-    return Spooler.for_recipe(recipe, units, {u.index for u in todo}, state.dir / "spool", workers)
-
-
-def _spec_file(spec, state: RunState) -> Path:
-    """The tokenizer for the workers, by file (3.4 MB pickled for GPT-2): what a forkserver child is
-    sent must fit the pipe's 64 KiB, or each start blocks the parent until the child has read it
-    (after importing the main module), and workers start one after another (~0.08 s each)."""
-    path = state.dir / "tokenizer.pickle"
-    try:
-        with open(path, "wb") as f:
-            pickle.dump(spec, f, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError as e:
-        raise named(e, path) from None
-    return path
-
-
-def _worker_died(pool, running: dict[int, int], in_flight: dict[int, WorkUnit]) -> str:
-    """Which worker died, how, and on which unit (when it said so before dying)."""
-    try:
-        procs = list((getattr(pool, "_processes", None) or {}).items())
-    except RuntimeError:  # resized by the pool's manager thread
-        procs = []
-    dead = [(pid, p.exitcode) for pid, p in procs if p.exitcode is not None]
-    # the pool SIGTERMs the survivors once it sees the death: prefer a death of another kind
-    dead.sort(key=lambda d: d[1] == -signal.SIGTERM)
-    resume = ("finished units are kept: re-run the same command to resume (if a worker runs out of memory "
-              "again, use fewer --num-workers)")
-    units = ", ".join(str(i) for i in sorted(in_flight))
-    if not dead:
-        return f"a worker process died (killed, or out of memory) with units {units} in flight; {resume}"
-    pid, code = dead[0]
-    if code == 255 and (server := forkserver_exit(wait=DYING_S)) is not None:  # then every worker reads as 255
-        return (f"multiprocessing's forkserver, the process that starts prep's workers and reports how they "
-                f"end, died ({_exit_how(server)}) with units {units} in flight; {resume}")
-    how = _exit_how(code)
-    unit = in_flight.get(running.get(pid, -1))
-    where = (f" while tokenizing {unit.path} [bytes {unit.start}..{unit.end}] (unit {unit.index})"
-             if unit is not None else "")
-    return f"worker process {pid} died ({how}){where}; {resume}"
-
-
-def _exit_how(code: int) -> str:
-    """A process's exit code (-N: killed by signal N) in words."""
-    if code == -signal.SIGKILL:
-        return "killed by SIGKILL: out of memory, or killed by hand"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"

@@ -210,7 +210,7 @@ class RunState:
         journal, rewritten atomically: forgotten in memory only, a run killed before redoing them
         resumed with their old lines (a unit that failed on a since replaced file, say, kept as failed).
         The units whose parts the dropped shards took are redone too: their parts were deleted when the
-        shard was placed (executor._drop_lost_units)."""
+        shard was placed (resume_checks._drop_lost_units)."""
         from pipeline.worker import unit_of_part
         if not units:
             return

@@ -71,7 +71,7 @@ def warm_forkserver(recipe=None) -> None:
 
     Started while the parent loads and proves the tokenizer: on 55 MB with 2 workers, 5 interleaved
     runs each, 1.87 s -> 1.68 s end to end; started at CLI entry instead of after the parent's own
-    imports, see executor._spec_file for the other half of worker start-up."""
+    imports, see run_units._spec_file for the other half of worker start-up."""
     ctx = pool_context()
     if ctx.get_start_method() != "forkserver":
         return

@@ -211,7 +211,7 @@ def test_a_signal_in_a_deferred_section_is_raised_at_its_end_and_a_later_one_sti
 
 
 # prep's console script, with a Ctrl-C sent to itself from inside the first non-blocking get of the progress
-# queue (executor._run_pool's drain, between units)
+# queue (run_units._run_pool's drain, between units)
 _SIGNAL_IN_A_QUEUE_GET = """
 import os, signal, sys
 from multiprocessing import queues

@@ -42,15 +42,16 @@ def test_worker_environment_keeps_what_the_user_set(monkeypatch):
 
 def test_forkserver_preload_is_what_a_worker_runs_and_no_more():
     """The pool's initializer and unit runner live in a preloaded module, and preloading does not pull
-    in the parent's side (executor, rich) or tiktoken: every module the forkserver imports delays the
+    in the parent's side (executor, run_units, rich) or tiktoken: every module the forkserver imports delays the
     first worker on a 2-core machine, and every one left out is imported again in each worker."""
     import subprocess
     import sys
 
-    from pipeline.executor import init_worker, run_unit
+    from pipeline.run_units import init_worker, run_unit
     assert init_worker.__module__ in pool.PRELOAD and run_unit.__module__ in pool.PRELOAD
     code = ("import sys; [__import__(m) for m in sys.argv[1:]]; "
-            "print(sorted(m for m in ('pipeline.executor', 'rich', 'tiktoken', 'typer') if m in sys.modules))")
+            "print(sorted(m for m in ('pipeline.executor', 'pipeline.run_units', 'rich', 'tiktoken', 'typer') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, *[m for m in pool.PRELOAD if m != "__main__"]],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

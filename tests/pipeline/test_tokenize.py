@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import pipeline.executor as executor
+import pipeline.run_units as run_units
 from pipeline.cli import app
 from pipeline.manifest import read_manifest
 from pipeline.recipe import Recipe
@@ -68,11 +69,11 @@ def test_the_workers_have_exited_when_tokenize_returns(tmp_path, demo_tokenizer,
     shutdown(wait=True) joined nothing)."""
     import multiprocessing
 
-    from pipeline import executor
+    from pipeline import run_units
     from tests.pipeline.slow_exit_context import SlowExitContext
 
     if "forkserver" in multiprocessing.get_all_start_methods():
-        monkeypatch.setattr(executor, "pool_context", SlowExitContext)
+        monkeypatch.setattr(run_units, "pool_context", SlowExitContext)
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts(600))
     out = tokenize(tmp_path, corpus, demo_tokenizer, tmp_path / "out", 3)
     assert read_manifest(out).splits["train"].num_docs > 0
@@ -194,13 +195,13 @@ def test_overwrite_deletes_the_old_output_while_units_run(tmp_path, demo_tokeniz
         release.wait(30)
         real(paths)
     monkeypatch.setattr(journal, "_remove_all", held)
-    real_accept = __import__("pipeline.executor", fromlist=["_accept"])._accept
+    real_accept = __import__("pipeline.run_units", fromlist=["_accept"])._accept
 
     def accept(*a, **k):  # a unit finishes while the old output is still in the trash
         seen.append(sorted(p.name for p in (out / ".prep" / "trash").iterdir()))
         release.set()
         return real_accept(*a, **k)
-    monkeypatch.setattr("pipeline.executor._accept", accept)
+    monkeypatch.setattr("pipeline.run_units._accept", accept)
     recipe = write_recipe(tmp_path / "r2.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=out, output__seed=9,
                           output__shard_tokens=2000)
     code, output = run_cli("--recipe", recipe, "--overwrite")
@@ -334,7 +335,7 @@ def test_pool_broken_at_submit_is_a_named_error_not_a_traceback(tmp_path, demo_t
                 raise BrokenProcessPool("A child process terminated abruptly, the process pool is not usable anymore")
             return super().submit(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "ProcessPoolExecutor", BreaksOnFifthSubmit)
+    monkeypatch.setattr(run_units, "ProcessPoolExecutor", BreaksOnFifthSubmit)
     corpus = write_jsonl(tmp_path / "c.jsonl", demo_texts() * 2)
     recipe = write_recipe(tmp_path / "r.yaml", corpus=corpus, tokenizer=demo_tokenizer, out=tmp_path / "out")
     result = runner.invoke(app, ["tokenize", "--recipe", str(recipe), "-j", "2", "--no-progress"])
