@@ -87,9 +87,10 @@ _install_stall_timeout()
 # over 7.5 s, about what a load balancer's restart or a CDN's 503 burst lasts; botocore retries S3's own
 # (its `retries` config), so s3:// is not retried here. Tests set shorter ones.
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
-# an answer that says "try again": a server error, a gateway's, an overload, a gateway's timeout. 4xx
+# an answer that says "try again": a server error, a gateway's, an overload, a gateway's timeout, and
+# 429 Too Many Requests (a CDN's or the hub's rate limit: the one 4xx that passes with time). Other 4xx
 # (403 expired, 404, 416) are the request's fault and never retried
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # aiohttp's names for a connection the server closed or reset (not ClientConnectorError, its subclass
 # for a host that cannot be reached: retrying that only delays the "connecting" message)
 _DROPPED = {"ServerDisconnectedError", "ClientOSError", "ClientConnectionResetError", "ClientPayloadError"}

@@ -1,5 +1,5 @@
-"""Transient http(s) failures (5xx, a connection the server drops) are retried a few times with
-backoff before the run stops naming the URL; 4xx answers never are. A loopback server fails the
+"""Transient http(s) failures (5xx, 429 Too Many Requests, a connection the server drops) are retried
+a few times with backoff before the run stops naming the URL; other 4xx answers never are. A loopback server fails the
 requests it is told to."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _recipe(path: str, out) -> Recipe:  # one worker: the retry delays set here 
                              "output": {"dir": str(out), "val_fraction": 0.1, "shard_tokens": 30_000, "seed": 3}})
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 504, "reset"])
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504, "reset"])
 def test_transient_failures_are_retried_and_the_run_gives_the_whole_dataset(tmp_path, failing, status):
     url, texts = failing
     whole = tokenize(_recipe(url, tmp_path / "whole"), show_progress=False)
