@@ -73,7 +73,8 @@ class SourceConfig:
     """hf only: the dataset configuration name (`load_dataset(path, name)`)."""
     split: str | None = None
     """hf only: the split to read (default `train`). A directory of one saved Dataset (not a
-    DatasetDict) has no splits: only the one it records being saved from (`train` if none) is accepted."""
+    DatasetDict) has one split: the one it records being saved from (`train` if none), and slices of it
+    (`train[:10%]`)."""
     streaming: bool = False
     """hf only: stream the dataset (never downloaded whole); work is sharded by the dataset's own shards."""
     data_files: str | list[str] | None = None
