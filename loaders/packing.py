@@ -125,6 +125,7 @@ def _bfd_sorted(sorted_sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, in
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(sorted_sizes)) + 1, [m]]).tolist() if m else [0]
     assign = np.empty(m, dtype=np.int64)
     count = np.zeros(capacity + 1, dtype=np.int64)  # open bins per remaining room
+    rooms = _RoomIndex(count)
     buckets: list[list[np.ndarray]] = [[] for _ in range(capacity + 1)]
     num_bins = 0
 
@@ -132,6 +133,7 @@ def _bfd_sorted(sorted_sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, in
         if room > 0 and bins.size:  # full bins are closed and forgotten
             buckets[room].append(bins)
             count[room] += bins.size
+            rooms.add(room, bins.size)
 
     def pop(room: int, t: int) -> np.ndarray:
         out, stack = [], buckets[room]
@@ -146,13 +148,14 @@ def _bfd_sorted(sorted_sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, in
                 t = 0
         got = out[0] if len(out) == 1 else np.concatenate(out)
         count[room] -= got.size
+        rooms.add(room, -got.size)
         return got
 
     for g0, g1 in zip(bounds[:-1], bounds[1:]):
         size, pos, k = int(sorted_sizes[g0]), g0, g1 - g0
         while k:
-            fits = np.flatnonzero(count[size:capacity])
-            if fits.size == 0:  # open new bins; each takes capacity // size items of this size
+            room = rooms.first_at_least(size, capacity)
+            if room < 0:  # open new bins; each takes capacity // size items of this size
                 q = capacity // size
                 nb = -(-k // q)
                 assign[pos:pos + k] = num_bins + np.arange(k) // q
@@ -162,7 +165,6 @@ def _bfd_sorted(sorted_sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, in
                 push(capacity - (k - full * q) * size, ids[full:])
                 num_bins += nb
                 break
-            room = size + int(fits[0])
             q = room // size
             bins = pop(room, min(int(count[room]), -(-k // q)))
             take = min(k, bins.size * q)
@@ -173,6 +175,38 @@ def _bfd_sorted(sorted_sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, in
             pos += take
             k -= take
     return assign, num_bins
+
+
+class _RoomIndex:
+    """The smallest remaining room >= L that some open bin has, over `count` (open bins per room),
+    in O(sqrt(capacity)) per query: `count` in blocks of ~sqrt(capacity) rooms, with a count per block.
+    Scanning `count[L:capacity]` for its first nonzero entry cost O(capacity) per query, and the
+    queries grow with the distinct piece lengths (up to capacity): quadratic in seq_len. 200 K
+    lognormal documents: 0.09 s at seq_len 2048 but 19.4 s at 131072 (2.1 s of 3.1 in those scans
+    at 32768)."""
+
+    def __init__(self, count: np.ndarray):
+        self.count = count
+        self.width = 1 << (int(count.size).bit_length() // 2)  # rooms per block, ~sqrt(capacity)
+        self.blocks = np.zeros(-(-count.size // self.width), dtype=np.int64)  # open bins per block
+
+    def add(self, room: int, n: int) -> None:
+        """`n` bins (negative: taken) of remaining `room`; `count[room]` already changed by the caller."""
+        self.blocks[room // self.width] += n
+
+    def first_at_least(self, lo: int, stop: int) -> int:
+        """The smallest room in [lo, stop) with an open bin, or -1."""
+        w = self.width
+        b = lo // w
+        hit = np.flatnonzero(self.count[lo:min((b + 1) * w, stop)])
+        if hit.size:
+            return lo + int(hit[0])
+        full = np.flatnonzero(self.blocks[b + 1:])
+        if not full.size:
+            return -1
+        first = (b + 1 + int(full[0])) * w
+        room = first + int(np.flatnonzero(self.count[first:first + w])[0])
+        return room if room < stop else -1
 
 
 def plan_bfd(doc_starts: np.ndarray, doc_lengths: np.ndarray, seq_len: int, long_docs: str = "split",

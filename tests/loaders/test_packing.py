@@ -104,3 +104,35 @@ def test_concat_rows_tile_the_stream(lens, seq_len):
             assert inside.size == 0
     got = np.concatenate(covered) if covered else np.zeros(0, int)
     assert np.array_equal(got, np.arange(total))
+
+
+def test_bfd_room_search_is_not_linear_in_seq_len(monkeypatch):
+    """Finding the best-fitting room scanned every room from the piece's length to seq_len, once per
+    (length, room) step: quadratic in seq_len (200 K documents at seq_len 131072: 19 s). Counted here
+    as the room-count entries handed to np.flatnonzero per search, against sqrt(seq_len)."""
+    import loaders.packing as packing
+
+    seq_len = 1 << 14
+    scanned, calls = [0], [0]
+    real = np.flatnonzero
+
+    class CountingNumpy:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def flatnonzero(a):
+            if a.size <= seq_len + 1 and a.dtype == np.int64:  # a slice of the room counts (or blocks)
+                scanned[0] += a.size
+                calls[0] += 1
+            return real(a)
+
+    monkeypatch.setattr(packing, "np", CountingNumpy())
+    sizes = np.arange(1, seq_len + 1, dtype=np.int64)  # every length once: one search per length at least
+    bins, num_bins = packing.best_fit_decreasing(sizes, seq_len)
+    loads = np.bincount(bins, weights=sizes, minlength=num_bins)
+    # lengths above T/2 open a bin each; T/2 opens one more; each length s below it fills the room s left
+    assert num_bins == seq_len // 2 + 1
+    assert sorted(loads.tolist()) == [seq_len // 2] + [seq_len] * (seq_len // 2)
+    assert calls[0] >= seq_len // 2
+    assert scanned[0] / calls[0] < 4 * np.sqrt(seq_len), (scanned[0], calls[0])
