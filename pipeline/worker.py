@@ -76,8 +76,10 @@ def part_prefix(unit_index: int) -> str:
 
 
 def unit_of_part(name: str) -> int:
-    """The unit a part shard's name comes from (part_prefix)."""
-    return int(name[1:8])
+    """The unit a part shard's name comes from (part_prefix): the digits up to the '-', which are more
+    than 7 from unit 10^7 on (10 TiB of input at unit_bytes 1 MiB; name[1:8] read u10000005-0000 as
+    unit 1000000, so a resume that dropped unit 10000005 kept the placed shard holding its part)."""
+    return int(name[1:name.index("-")])
 
 
 def rejects_name(unit_index: int) -> str:
