@@ -28,7 +28,7 @@ from pipeline.errors import PrepError
 __all__ = [
     "FORMAT_VERSION", "IDX_MAGIC", "IDX_HEADER_BYTES", "DTYPE_CODES", "MANIFEST_NAME",
     "dtype_for_vocab", "idx_bytes", "write_idx", "write_idx_blocks", "IdxHeader", "read_idx_header",
-    "read_idx", "read_idx_blocks", "IDX_BLOCK_DOCS",
+    "read_idx", "read_idx_blocks", "IDX_BLOCK_DOCS", "MAX_DOC_TOKENS",
     "ShardInfo", "SplitInfo", "Manifest", "read_manifest", "write_manifest", "write_json_atomic",
     "shard_paths", "is_plain_name", "DAMAGED_FIX",
 ]
@@ -141,8 +141,14 @@ def _rechunked(blocks):
             yield np.asarray(block[at:at + IDX_BLOCK_DOCS])
 
 
+# The most tokens one document may hold: a .idx stores each length as int32 (Megatron's format). The
+# worker refuses a longer document by name (worker._Sink) before its tokens are written; this is the
+# writers' own guard.
+MAX_DOC_TOKENS = int(np.iinfo(np.int32).max)
+
+
 def _check_lengths(path, lengths: np.ndarray) -> None:
-    if lengths.size and (lengths.min() < 0 or lengths.max() > np.iinfo(np.int32).max):
+    if lengths.size and (lengths.min() < 0 or lengths.max() > MAX_DOC_TOKENS):
         raise PrepError(f"{path}: a document length does not fit int32")
 
 

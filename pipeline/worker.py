@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import manifest
 from pipeline.errors import STOPS_THE_RUN, EngineFailed, PrepError, SchemaError
 from pipeline.filters import (
     BATCH_CHARS,
@@ -246,6 +247,7 @@ class _Sink:
                 raise
             except BaseException as e:  # pyo3's PanicException (a Rust engine's panic) is a BaseException
                 raise self._engine_failed(texts, positions, file_index, e) from e
+            self._check_doc_tokens(lengths, positions, file_index)
             keep = lengths > 0
             self.empty += int(keep.size - keep.sum())
             if self.checked:
@@ -269,6 +271,20 @@ class _Sink:
                 docs += n
                 tokens += int(w_ids.size)
         self.report(nbytes, docs, tokens)
+
+    def _check_doc_tokens(self, lengths: np.ndarray, positions: np.ndarray, file_index) -> None:
+        """Refuse a document longer than a .idx length holds (int32), naming it, before its tokens are
+        written: it reached write_idx at the part's close, after its ~4 GB of tokens, as "<part>.idx.tmp<pid>:
+        a document length does not fit int32" (a text file read whole with max_record_bytes: null, ~8 GB)."""
+        limit = manifest.MAX_DOC_TOKENS
+        if not lengths.size or int(lengths.max()) <= limit:
+            return
+        i = int(np.argmax(lengths))
+        index = int(file_index[i]) if np.ndim(file_index) else int(file_index)
+        where, place = self._locate(index, int(positions[i]))
+        raise PrepError(f"{where}: {place} has {int(lengths[i]):,} tokens, more than the {limit:,} one document of "
+                        "a Megatron .idx can hold (int32 lengths); split it into documents (source.doc_separator, "
+                        "e.g. \"\\n\\n\" for paragraphs), or reject such records with source.max_record_bytes")
 
     def _engine_failed(self, texts: list[str], positions: np.ndarray, file_index, error: BaseException) -> EngineFailed:
         """EngineFailed naming the first document the engine fails on alone (re-encoded one by one:
