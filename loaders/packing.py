@@ -238,10 +238,19 @@ def concat_row_segments(doc_starts: np.ndarray, row: int, seq_len: int, total_to
     return cuts[:-1], np.diff(cuts)
 
 
+# Rows of concat_max_segments computed at once: its four int64 temporaries per row were made for every row
+# together (32 B per row: 10^7 rows, 305 MiB; 100 B tokens at seq_len 2048, ~1.5 GB in each rank), now 8 MiB.
+CONCAT_ROWS_BLOCK = 1 << 18
+
+
 def concat_max_segments(doc_starts: np.ndarray, seq_len: int, total_tokens: int) -> int:
-    """Most document pieces in any concat row (sizes the fixed-width cu_seqlens), vectorized."""
+    """Most document pieces in any concat row (sizes the fixed-width cu_seqlens), vectorized over
+    blocks of CONCAT_ROWS_BLOCK rows."""
     rows = concat_num_rows(total_tokens, seq_len)
-    a = np.arange(rows, dtype=np.int64) * seq_len
-    b = np.minimum(a + seq_len, total_tokens)
-    inner = np.searchsorted(doc_starts, b, side="left") - np.searchsorted(doc_starts, a, side="right")
-    return int(inner.max(initial=0)) + 1
+    most = 0
+    for first in range(0, rows, CONCAT_ROWS_BLOCK):
+        a = np.arange(first, min(first + CONCAT_ROWS_BLOCK, rows), dtype=np.int64) * seq_len
+        b = np.minimum(a + seq_len, total_tokens)
+        inner = np.searchsorted(doc_starts, b, side="left") - np.searchsorted(doc_starts, a, side="right")
+        most = max(most, int(inner.max(initial=0)))
+    return most + 1

@@ -136,3 +136,34 @@ def test_bfd_room_search_is_not_linear_in_seq_len(monkeypatch):
     assert sorted(loads.tolist()) == [seq_len // 2] + [seq_len] * (seq_len // 2)
     assert calls[0] >= seq_len // 2
     assert scanned[0] / calls[0] < 4 * np.sqrt(seq_len), (scanned[0], calls[0])
+
+
+def test_concat_max_segments_holds_no_per_row_memory(monkeypatch):
+    """It made four int64 arrays of one entry per row at once (32 B per row; 10^7 rows: 305 MiB in every
+    rank at each loader construction); now a block of rows at a time, with the same answer."""
+    import tracemalloc
+
+    import loaders.packing as packing
+
+    lens = np.random.default_rng(0).integers(1, 8, 1_000_000)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])  # 8 MB
+    total, seq_len = int(lens.sum()), 2
+    rows = concat_num_rows(total, seq_len)  # ~2 M
+    tracemalloc.start()
+    try:
+        got = concat_max_segments(starts, seq_len, total)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * rows, f"{peak / rows:.1f} bytes per row"
+    assert got == 2  # a 2-token row holds at most 2 pieces, and 1-token documents make such rows
+
+    # blocks that cut anywhere give every row's count: the most pieces of all rows, computed row by row
+    small = lens[:300] * 5
+    small_starts = np.concatenate([[0], np.cumsum(small)[:-1]])
+    small_total = int(small.sum())
+    want = max(concat_row_segments(small_starts, r, 64, small_total)[0].size
+               for r in range(concat_num_rows(small_total, 64)))
+    for block in (1, 7, 1 << 18):
+        monkeypatch.setattr(packing, "CONCAT_ROWS_BLOCK", block, raising=False)
+        assert concat_max_segments(small_starts, 64, small_total) == want
