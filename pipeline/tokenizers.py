@@ -478,8 +478,8 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
             raise PrepError(f"tokenizer.path: {path} is a directory without tokenizer.json"
                             + (f" (it has {', '.join(has)}){_CONVERT}" if has else ""))
     if p.is_file():
-        try:
-            return p.read_text(encoding="utf-8"), p.parent
+        try:  # utf-8-sig: a byte order mark (Windows editors write one) is not JSON's first value
+            return p.read_text(encoding="utf-8-sig"), p.parent
         except UnicodeDecodeError:
             raise PrepError(f"tokenizer.path: {path} is not a tokenizer.json (not UTF-8 text: a binary file such "
                             f"as a SentencePiece .model){_CONVERT}") from None
@@ -527,7 +527,7 @@ def _from_hub(path: str, reason: str | None) -> str:
     if isinstance(cached, str):
         log.warning("tokenizer.path: %s: the Hugging Face hub is not reachable (%s); using the copy in the "
                     "local cache, %s", path, reason, cached)
-        return Path(cached).read_text(encoding="utf-8")
+        return Path(cached).read_text(encoding="utf-8-sig")
     raise PrepError(f"tokenizer.path: {path!r} is not a local file, not in the local Hugging Face cache, and "
                     f"could not be fetched from the hub ({reason}); when offline, give the path of a "
                     "downloaded tokenizer.json")
@@ -584,7 +584,8 @@ def _why_not_tokenizer(definition: str, error: Exception) -> str:
         d = json.loads(definition)
     except ValueError:  # GPT-2's merges.txt begins "#version: 0.2"
         return "it is a merges.txt" + _CONVERT if definition.startswith("#version") else str(error)
-    if isinstance(d, dict) and "model" not in d:
+    # a "model" that is not an object is a token: GPT-2's vocab.json holds "model": 19849
+    if isinstance(d, dict) and not isinstance(d.get("model"), dict):
         if d and all(isinstance(v, int) for v in d.values()):
             return "it is JSON with no \"model\": a vocab.json of token -> id" + _CONVERT
         return "it is JSON with no \"model\" key"

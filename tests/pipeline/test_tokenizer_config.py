@@ -58,6 +58,8 @@ def test_an_unknown_tiktoken_encoding_is_one_line_naming_the_known_ones():
 @pytest.mark.parametrize("text, says", [
     ('{"version": "1.0"}', r"\(it is JSON with no \"model\" key\)$"),
     ('{"hello": 0, "world": 1}', r"\(it is JSON with no \"model\": a vocab\.json of token -> id; prep reads "),
+    # GPT-2's own vocab.json has the word "model" among its tokens ("model": 19849)
+    ('{"hello": 0, "model": 1}', r"\(it is JSON with no \"model\": a vocab\.json of token -> id; prep reads "),
     ("not json{", r"\(expected ident at line 1 column 2\)$"),
     ("#version: 0.2\nĠ t\n", r"\(it is a merges\.txt; prep reads "),
 ])
@@ -68,6 +70,29 @@ def test_a_json_that_is_not_a_tokenizer_says_what_it_is(tmp_path, text, says):
     path.write_text(text)
     with pytest.raises(PrepError, match=rf"^tokenizer\.path: {path} is not a valid tokenizer\.json " + says):
         load_tokenizer(TokenizerConfig(path=str(path)))
+
+
+def test_a_tokenizer_json_with_a_byte_order_mark_is_read(tmp_path, demo_tokenizer):
+    """A tokenizer.json saved by a Windows editor begins with a UTF-8 BOM: it was refused as "not a valid
+    tokenizer.json (expected value at line 1 column 1)"; the same ids and file hash as without it."""
+    text = demo_tokenizer.read_text(encoding="utf-8")
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode("utf-8"))
+    plain = load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), backend="hf"))
+    spec = load_tokenizer(TokenizerConfig(path=str(path), backend="hf"))
+    assert not spec.definition.startswith("\ufeff")
+    assert (spec.vocab_size, spec.eos_id) == (plain.vocab_size, plain.eos_id)
+    texts = ["Hello world, again.\n", "数据 \ufeff<|endoftext|>"]
+    assert spec.build_encoder().encode_lists(texts) == plain.build_encoder().encode_lists(texts)
+
+
+def test_the_gpt2_vocab_json_says_it_is_a_vocab_json(gpt2_tokenizer):
+    """The real file: its tokens include "model", which hid what it is behind tokenizers' parse error."""
+    vocab = gpt2_tokenizer.parent / "vocab.json"
+    if not vocab.exists():
+        pytest.skip("no vocab.json beside the GPT-2 tokenizer.json")
+    with pytest.raises(PrepError, match=r"it is JSON with no \"model\": a vocab\.json of token -> id"):
+        load_tokenizer(TokenizerConfig(path=str(vocab)))
 
 
 def _tiny_tiktoken(monkeypatch) -> object:
