@@ -567,14 +567,51 @@ def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> T
                          backend_version=_version("tokenizers"))
     spec = _finish(spec, cfg, special)
     spec = spec if cfg.backend == "hf" else _choose_fast(spec, cfg, tok, special)
-    if dropout:
-        spec = replace(spec, backend_reason="; ".join(filter(None, [spec.backend_reason, _dropout_note(cfg, dropout)])))
-    return spec
+    notes = [spec.backend_reason, _dropout_note(cfg, dropout) if dropout else "", _post_processor_note(cfg, tok, spec)]
+    return replace(spec, backend_reason="; ".join(filter(None, notes)))
 
 
 def _dropout_note(cfg: TokenizerConfig, dropout: float) -> str:
     return (f"the BPE dropout of {cfg.path} ({dropout}) is switched off: it skips merges at random, so no two runs "
             "would write the same ids")
+
+
+def _post_processor_note(cfg: TokenizerConfig, tok, spec: TokenizerSpec) -> str:
+    """A note when the tokenizer.json's post-processor (a TemplateProcessing: Llama 2's and Llama 3's hub
+    files add BOS, BERT's [CLS] and [SEP]) adds ids that the boundary does not: prep encodes with
+    add_special_tokens=False, so `tok.encode(text)` gives other ids than the dataset holds; "" when the
+    boundary puts the same ids around each document, or the post-processor adds none (GPT-2's ByteLevel)."""
+    if tok.post_processor is None:
+        return ""
+    try:
+        body = tok.encode("a", add_special_tokens=False).ids
+        full = tok.encode("a", add_special_tokens=True).ids
+    except Exception:  # a post-processor that refuses a lone text: nothing to say about it
+        return ""
+    at = next((i for i in range(len(full) - len(body) + 1) if full[i:i + len(body)] == body), None)
+    if at is None or not body:
+        return ""
+    before, after = full[:at], full[at + len(body):]
+    uses = set(_BOUNDARY_NEEDS[cfg.boundary])
+    missed_before = bool(before) and not (before == [spec.bos_id] and "bos" in uses)
+    missed_after = bool(after) and not (after == [spec.eos_id] and "eos" in uses)
+    if not (missed_before or missed_after):  # the boundary writes those ids (and maybe more)
+        return ""
+
+    def named(ids: list[int]) -> str:
+        return " ".join(str(tok.id_to_token(i)) for i in ids)
+
+    adds = " and ".join(filter(None, [f"{named(before)} before" if before else "", f"{named(after)} after" if after else ""]))
+    # the boundary that writes what the post-processor adds, as well as what this one writes
+    if before in ([], [spec.bos_id]) and after in ([], [spec.eos_id]):
+        uses |= {"bos"} if before else set()
+        uses |= {"eos"} if after else set()
+        better = next(b for b, needs in _BOUNDARY_NEEDS.items() if set(needs) == uses)
+        fix = f"; boundary: {better} writes them too"
+    else:
+        fix = ""
+    return (f"the post-processor of {cfg.path} adds {adds} each text, which prep does not run: tokenizer.boundary "
+            f"({cfg.boundary}) alone puts ids around each document{fix}")
 
 
 def _why_not_tokenizer(definition: str, error: Exception) -> str:
@@ -792,7 +829,22 @@ def _pick(given, special: dict, candidates, key: str, cfg: TokenizerConfig, tok=
 
 def _token_id(text: str, special: dict, tok) -> int | None:
     tid = special.get(text)
-    return tok.token_to_id(text) if tid is None and tok is not None else tid
+    if tid is None and tok is not None:
+        tid = tok.token_to_id(text)
+        if tid is None and not isinstance(tok, _TiktokenVocab):
+            tid = _one_token_of(tok, text)
+    return tid
+
+
+def _one_token_of(tok, text: str) -> int | None:
+    """The id of the one token `tok` encodes `text` to and decodes back to it, else None: a byte-level
+    vocabulary (GPT-2, Llama 3) holds "\n" as "Ċ" and " the" as "Ġthe", so `eos_token: "\n"`, the README's
+    example, was "not a token" of every such tokenizer.json."""
+    try:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        return ids[0] if len(ids) == 1 and tok.decode(ids, skip_special_tokens=False) == text else None
+    except Exception:  # a Unigram without unk on a character outside its vocabulary: not a token
+        return None
 
 
 _BOUNDARY_NEEDS = {"eos": ["eos"], "bos": ["bos"], "both": ["bos", "eos"], "none": []}

@@ -162,3 +162,60 @@ def test_a_missing_boundary_token_says_what_the_tokenizer_has(tmp_path, specials
     set_it = {f"{boundary}_token": "hello"}  # any token of its vocabulary, as the error says
     spec = load_tokenizer(TokenizerConfig(path=str(path), boundary=boundary, **set_it))
     assert getattr(spec, f"{boundary}_id") == json.loads(path.read_text())["model"]["vocab"]["hello"]
+
+
+def _with_template(tmp_path, demo_tokenizer, single: str):
+    from tokenizers import Tokenizer, processors
+    tok = Tokenizer.from_file(str(demo_tokenizer))
+    tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=[("<|endoftext|>", 0)])
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("backend", ["hf", "auto"])
+def test_a_post_processor_the_boundary_does_not_match_is_named_in_a_note(tmp_path, demo_tokenizer, backend):
+    """Llama 2's and Llama 3's hub files add BOS in a TemplateProcessing, which prep does not run
+    (add_special_tokens=False): the dataset then held other ids than `tok.encode(text)` without a word."""
+    path = _with_template(tmp_path, demo_tokenizer, "<|endoftext|> $A")
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="eos", backend=backend))
+    assert ("the post-processor of " + str(path) + " adds <|endoftext|> before each text, which prep does not run: "
+            "tokenizer.boundary (eos) alone puts ids around each document; boundary: both writes them too"
+            ) in spec.backend_reason
+    assert "\n" not in spec.backend_reason
+    # the ids are the boundary's alone, as before
+    assert spec.build_encoder().encode_batch(["Hello world"])[0].tolist()[-1] == 0
+    assert spec.build_encoder().encode_batch(["Hello world"])[0].tolist()[0] != 0
+    for boundary in ("bos", "both"):  # these write what the post-processor adds: nothing to say
+        spec = load_tokenizer(TokenizerConfig(path=str(path), boundary=boundary, backend=backend))
+        assert "post-processor" not in spec.backend_reason
+    plain = load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), boundary="eos", backend=backend))
+    assert "post-processor" not in plain.backend_reason
+
+
+def test_a_post_processor_adding_both_ends_names_the_boundary_that_writes_them(tmp_path, demo_tokenizer):
+    path = _with_template(tmp_path, demo_tokenizer, "<|endoftext|> $A <|endoftext|>")
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none", backend="hf"))
+    assert spec.backend_reason.endswith("adds <|endoftext|> before and <|endoftext|> after each text, which prep does "
+                                        "not run: tokenizer.boundary (none) alone puts ids around each document; "
+                                        "boundary: both writes them too")
+    assert "post-processor" not in load_tokenizer(TokenizerConfig(path=str(path), boundary="both", backend="hf")).backend_reason
+
+
+def test_a_boundary_token_is_named_by_its_text_in_a_byte_level_vocabulary(tmp_path, demo_tokenizer):
+    """The README's example, `eos_token: "\\n"`, was "not a token of" every byte-level tokenizer.json (GPT-2,
+    Llama 3), whose vocabulary holds it as "Ċ"; the vocabulary's own spelling still works."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(demo_tokenizer))
+    newline, the = tok.token_to_id("Ċ"), tok.token_to_id("Ġthe")
+    assert None not in (newline, the)
+    for backend in ("hf", "auto"):
+        assert load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token="\n", backend=backend)).eos_id == newline
+    assert load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token="Ċ", backend="hf")).eos_id == newline
+    spec = load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), boundary="both", bos_token=" the", eos_token="\n",
+                                          backend="hf"))
+    assert (spec.bos_id, spec.eos_id) == (the, newline)
+    assert spec.build_encoder().encode_batch(["a b"])[0].tolist() == [the, *tok.encode("a b").ids, newline]
+    # text the tokenizer makes several tokens of is no one token
+    with pytest.raises(PrepError, match=r"^tokenizer\.eos_token: 'xyzzyq the' is not a token of "):
+        load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token="xyzzyq the"))
