@@ -466,6 +466,27 @@ _CONVERT = ("; prep reads tokenizer.json files: transformers writes one for a mo
             "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR), or name a hub id")
 
 
+def _convert_hint(folder: Path, given: Path | None = None) -> str:
+    """How to get a tokenizer.json for the files in `folder`: for a GPT-2-style vocab.json + merges.txt
+    (Megatron's gpt2-vocab.json and gpt2-merges.txt too), the tokenizers line that writes one; its ids
+    equal GPT-2's hub tokenizer.json's (19,000 documents checked). transformers' AutoTokenizer, the
+    general advice, is not installed with prep and needs a config beside such files."""
+    if given is not None and given.name != "tokenizer.json" and (folder / "tokenizer.json").is_file():  # GPT-2's hub folder
+        return f"; the tokenizer.json beside it is one: tokenizer.path: {folder / 'tokenizer.json'}"
+    vocab = next(iter(sorted(folder.glob("*vocab.json"))), None)
+    merges = next(iter(sorted(folder.glob("*merges.txt"))), None)
+    if vocab is None or merges is None:
+        return _CONVERT
+    try:  # GPT-2's EOS is an ordinary entry of vocab.json: tokenizers must be told it is special
+        eos = "<|endoftext|>" in json.loads(vocab.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        eos = False
+    special = "t.add_special_tokens(['<|endoftext|>']); " if eos else ""
+    return ("; prep reads tokenizer.json files, and tokenizers (installed with prep) writes one of a GPT-2-style "
+            f"vocab.json and merges.txt: python -c \"from tokenizers import ByteLevelBPETokenizer as B; "
+            f"t = B({str(vocab)!r}, {str(merges)!r}); {special}t.save({str(folder / 'tokenizer.json')!r})\"")
+
+
 def _read_definition(path: str) -> tuple[str, Path | None]:
     """tokenizer.json text and the directory holding its tokenizer_config.json (for a hub id, the
     cache's folder of the repo's tokenizer_config.json; None when it has none)."""
@@ -474,9 +495,10 @@ def _read_definition(path: str) -> tuple[str, Path | None]:
         folder = p
         p = p / "tokenizer.json"
         if not p.is_file():
-            has = sorted(f.name for f in folder.iterdir() if f.name in _OTHER_TOKENIZER_FILES)
+            has = sorted(f.name for f in folder.iterdir() if f.name in _OTHER_TOKENIZER_FILES
+                         or f.name.endswith(("-vocab.json", "-merges.txt")))
             raise PrepError(f"tokenizer.path: {path} is a directory without tokenizer.json"
-                            + (f" (it has {', '.join(has)}){_CONVERT}" if has else ""))
+                            + (f" (it has {', '.join(has)}){_convert_hint(folder)}" if has else ""))
     if p.is_file():
         try:  # utf-8-sig: a byte order mark (Windows editors write one) is not JSON's first value
             return p.read_text(encoding="utf-8-sig"), p.parent
@@ -542,17 +564,20 @@ def _load_hf(cfg: TokenizerConfig) -> TokenizerSpec:
     cached = tokenizer_cache.load(key)
     if isinstance(cached, TokenizerSpec) and cached.sha256 == sha:  # proven by an earlier run: 0.33 -> 0.05 s
         return replace(cached, name=cfg.path, definition=definition)
-    spec = _prove_hf(cfg, definition, sha, named)
+    spec = _prove_hf(cfg, definition, sha, named, folder)
     tokenizer_cache.store(key, replace(spec, definition=""))  # the definition is the file, read every run
     return spec
 
 
-def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict) -> TokenizerSpec:
+def _prove_hf(cfg: TokenizerConfig, definition: str, sha: str, named: dict,
+              folder: Path | None = None) -> TokenizerSpec:
     from tokenizers import Tokenizer
     try:
         tok = Tokenizer.from_str(definition)
     except Exception as e:
-        raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({_why_not_tokenizer(definition, e)})") from None
+        given = Path(os.path.expanduser(cfg.path))  # a hub id's is not a local file: no files beside it
+        why = _why_not_tokenizer(definition, e, given if given.is_file() else None)
+        raise PrepError(f"tokenizer.path: {cfg.path} is not a valid tokenizer.json ({why})") from None
     dropout = getattr(tok.model, "dropout", None)
     _make_plain(tok)
     special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
@@ -614,17 +639,19 @@ def _post_processor_note(cfg: TokenizerConfig, tok, spec: TokenizerSpec) -> str:
             f"({cfg.boundary}) alone puts ids around each document{fix}")
 
 
-def _why_not_tokenizer(definition: str, error: Exception) -> str:
+def _why_not_tokenizer(definition: str, error: Exception, given: Path | None = None) -> str:
     """tokenizers' parse error, unless the text is JSON of another shape: for GPT-2's vocab.json (or any
-    object without "model") tokenizers said "expected `,` or `}` at line 1 column 5" of valid JSON."""
+    object without "model") tokenizers said "expected `,` or `}` at line 1 column 5" of valid JSON.
+    `given`: the file, beside which the other file of a vocab.json + merges.txt pair may be."""
+    hint = _CONVERT if given is None else _convert_hint(given.parent, given)
     try:
         d = json.loads(definition)
     except ValueError:  # GPT-2's merges.txt begins "#version: 0.2"
-        return "it is a merges.txt" + _CONVERT if definition.startswith("#version") else str(error)
+        return "it is a merges.txt" + hint if definition.startswith("#version") else str(error)
     # a "model" that is not an object is a token: GPT-2's vocab.json holds "model": 19849
     if isinstance(d, dict) and not isinstance(d.get("model"), dict):
         if d and all(isinstance(v, int) for v in d.values()):
-            return "it is JSON with no \"model\": a vocab.json of token -> id" + _CONVERT
+            return "it is JSON with no \"model\": a vocab.json of token -> id" + hint
         return "it is JSON with no \"model\" key"
     return str(error)
 

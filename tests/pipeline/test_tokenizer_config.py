@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -219,3 +220,45 @@ def test_a_boundary_token_is_named_by_its_text_in_a_byte_level_vocabulary(tmp_pa
     # text the tokenizer makes several tokens of is no one token
     with pytest.raises(PrepError, match=r"^tokenizer\.eos_token: 'xyzzyq the' is not a token of "):
         load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), eos_token="xyzzyq the"))
+
+
+def _vocab_and_merges(folder, demo_tokenizer, prefix: str = "") -> None:
+    """The demo tokenizer's BPE as GPT-2's two legacy files (Megatron names them gpt2-vocab.json, gpt2-merges.txt)."""
+    model = json.loads(demo_tokenizer.read_text())["model"]
+    folder.mkdir()
+    (folder / f"{prefix}vocab.json").write_text(json.dumps(model["vocab"], ensure_ascii=False), encoding="utf-8")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    (folder / f"{prefix}merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+
+
+def test_vocab_json_and_merges_txt_get_the_tokenizers_line_that_converts_them(tmp_path, demo_tokenizer):
+    """The advice was transformers' AutoTokenizer, which is not installed with prep and needs a config
+    beside such files; the line given now runs with tokenizers and gives the same ids."""
+    import subprocess
+    import sys
+
+    from tokenizers import Tokenizer
+    folder = tmp_path / "megatron"
+    _vocab_and_merges(folder, demo_tokenizer, prefix="gpt2-")
+    for given in (folder, folder / "gpt2-vocab.json", folder / "gpt2-merges.txt"):
+        with pytest.raises(PrepError) as e:
+            load_tokenizer(TokenizerConfig(path=str(given)))
+        message = str(e.value)
+        assert "\n" not in message and "AutoTokenizer" not in message
+        assert "tokenizers (installed with prep) writes one of a GPT-2-style vocab.json and merges.txt: python -c " in message
+    line = re.search(r'python -c "([^"]+)"', message).group(1)
+    subprocess.run([sys.executable, "-c", line], check=True)
+    spec = load_tokenizer(TokenizerConfig(path=str(folder), backend="hf"))
+    texts = ["Hello world, again.\n", "The loader shuffles <|endoftext|> tokens"]
+    want = load_tokenizer(TokenizerConfig(path=str(demo_tokenizer), backend="hf"))
+    assert spec.build_encoder().encode_lists(texts) == want.build_encoder().encode_lists(texts)
+    assert spec.eos_id == want.eos_id == Tokenizer.from_file(str(demo_tokenizer)).token_to_id("<|endoftext|>")
+
+
+def test_a_vocab_json_beside_a_tokenizer_json_names_that_file(tmp_path, demo_tokenizer):
+    folder = tmp_path / "gpt2"
+    _vocab_and_merges(folder, demo_tokenizer)
+    shutil.copy(demo_tokenizer, folder / "tokenizer.json")
+    with pytest.raises(PrepError, match=r"it is a merges\.txt; the tokenizer\.json beside it is one: tokenizer\.path: "
+                                        + str(folder / "tokenizer.json") + r"\)$"):
+        load_tokenizer(TokenizerConfig(path=str(folder / "merges.txt")))
