@@ -764,6 +764,8 @@ def _choose_fast(spec: TokenizerSpec, cfg: TokenizerConfig, tok, special: dict[s
         note = f"tokenizer backend {engine}; " + "; ".join(failures) if failures else ""
         gaps = unicode_gaps.probe(lambda docs: [e.ids for e in tok.encode_batch_fast(docs, add_special_tokens=False)],
                                   encode)
+        if engine == "gigatoken" and not sentencepiece:  # its regex's classes, where no merge shows them
+            gaps = unicode_gaps.merge(gaps, unicode_gaps.probe_classes())
         if nfc:  # tokenizers' NFC tables are older than its regex's, and than Python's and gigatoken's
             gaps = unicode_gaps.merge(gaps, unicode_gaps.probe_normalization(
                 tok.normalizer.normalize_str, encode, _encode_unnormalized(engine, data, d)))

@@ -31,7 +31,7 @@ from operator import not_
 
 import numpy as np
 
-__all__ = ["probe", "probe_normalization", "merge", "GapRouter"]
+__all__ = ["probe", "probe_classes", "probe_normalization", "merge", "GapRouter"]
 
 # Each candidate x is tried in these contexts (a contraction after it, letters and digits around it,
 # a space before, a newline after): together they tell apart the regex classes L, N, space, other.
@@ -84,6 +84,41 @@ def probe_normalization(normalize: Callable[[str], str], encode: Callable[[str],
     encode_normalized(normalize(text)); the pre-tokenizer and BPE are `probe`'s business. No
     tokenizers encode, so ~0.5 s, where tokenizers itself would take ~1.5 s more on these texts."""
     return _probe(_PROBE_NFC, lambda docs: [encode_normalized(normalize(doc)) for doc in docs], encode)
+
+
+def probe_classes() -> tuple[tuple[int, int], ...]:
+    """Inclusive ranges of code points that gigatoken's pre-tokenizer classes otherwise than tokenizers'
+    (GPT-2's regex in both, compared by where they cut `_PROBE`'s texts: \\p{L}, \\p{N} and \\s, the
+    classes every byte-level regex uses), whatever the vocabulary. `probe` sees a class only where a
+    merge crosses the cut: for a vocabulary with no merge from "a" into an Extension J ideograph's bytes
+    it found no gap, and "\\U000323b0数据" got other ids than tokenizers' from a tokenizer whose merges
+    join that ideograph's last byte to 数's first (a Chinese-trained one). For gigatoken 0.10 and
+    tokenizers 0.23: the 4,657 code points in 26 ranges that `probe` finds for GPT-2's rich vocabulary.
+    ~1.5 s, kept in prep's cache (it depends only on the engines' versions and this code)."""
+    from pipeline import tokenizer_cache
+    key = tokenizer_cache.spec_key("unicode_gaps.probe_classes", {})
+    cached = tokenizer_cache.load(key)
+    if isinstance(cached, tuple):
+        return cached
+    import gigatoken
+    from tokenizers import pre_tokenizers
+    regex = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+    def cuts(text: str) -> tuple[list[int], list[int]]:
+        """Characters per pre-token: tokenizers', gigatoken's."""
+        return ([end - start for _, (start, end) in regex.pre_tokenize_str(text)],
+                [len(piece.decode("utf-8")) for piece in gigatoken.pretokenizer(text.encode("utf-8"))])
+
+    cands = _candidates()
+    gaps: list[tuple[int, int]] = []
+    for i in range(0, len(cands), _CHUNK):
+        chunk = cands[i:i + _CHUNK]
+        want, got = cuts("".join(_PROBE.format(x=chr(c)) for c in chunk))
+        if want != got:
+            gaps += [(c, c) for c in chunk if (pair := cuts(_PROBE.format(x=chr(c))))[0] != pair[1]]
+    found = merge(gaps)
+    tokenizer_cache.store(key, found)
+    return found
 
 
 def merge(*ranges: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

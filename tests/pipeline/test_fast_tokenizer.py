@@ -357,10 +357,40 @@ def test_characters_newer_than_tokenizers_unicode_tables_go_to_the_reference(tra
         pytest.skip("these engine versions agree on U+323B0")
     assert any(a <= 0x323B0 <= b for a, b in gaps)
     spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
-    assert spec.backend == "gigatoken" and spec.unicode_gaps == gaps
+    # (with the classes unicode_gaps.probe_classes finds where no merge shows them)
+    assert spec.backend == "gigatoken" and unicode_gaps.merge(gaps, spec.unicode_gaps) == spec.unicode_gaps
     enc = spec.build_encoder()
     ids, lengths = enc.encode_batch([text, "plain text's", "caf\u00e9 \u2019s \U0001f600"])
     assert ids[:lengths[0]].tolist() == want and enc.num_referred == 1
+
+
+def test_a_class_no_merge_from_ascii_shows_still_goes_to_the_reference(tmp_path):
+    """`probe` saw U+323B0's class (a letter to gigatoken, not to tokenizers) only through a merge that
+    crosses the cut in its ASCII contexts ("a\U000323b0"): a vocabulary trained on Chinese has none, but
+    joins the ideograph's last byte (B0) to the lead byte of 数 (E6), so "\U000323b0数据" got other ids
+    on gigatoken than on tokenizers (found by fuzzing). probe_classes compares where the two engines' regexes
+    cut, whatever the merges."""
+    if not fast_bpe.gigatoken_available():
+        pytest.skip("gigatoken not installed")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["数据 处理 数据数据 中文的数据"] * 50 + ["plain text and more text"] * 50,
+                            trainers.BpeTrainer(vocab_size=400, show_progress=False, special_tokens=["<|endoftext|>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    texts = ["\U000323b0数据", "x\U000323b0数据 plain", "数据 plain text"]
+    raw = _engine("gigatoken", path.read_text())
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    if list(raw(texts[0])) == want[0]:  # a gigatoken with older tables, or a tokenizers with newer ones
+        pytest.skip("these engine versions agree on U+323B0")
+    spec = load_tokenizer(TokenizerConfig(path=str(path), boundary="none"))
+    assert spec.backend == "gigatoken" and any(a <= 0x323B0 <= b for a, b in spec.unicode_gaps)
+    enc = spec.build_encoder()
+    ids, lengths = enc.encode_batch(texts)
+    assert [a.tolist() for a in np.split(ids, np.cumsum(lengths)[:-1])] == want
+    assert enc.num_referred == 2
 
 
 def test_combining_marks_that_tokenizers_nfc_does_not_know_go_to_the_reference(trained):
