@@ -86,6 +86,7 @@ def probe_normalization(normalize: Callable[[str], str], encode: Callable[[str],
     return _probe(_PROBE_NFC, lambda docs: [encode_normalized(normalize(doc)) for doc in docs], encode)
 
 
+@functools.cache  # a parent with PREP_CACHE_DIR=off that loads several tokenizers probes once
 def probe_classes() -> tuple[tuple[int, int], ...]:
     """Inclusive ranges of code points that gigatoken's pre-tokenizer classes otherwise than tokenizers'
     (GPT-2's regex in both, compared by where they cut `_PROBE`'s texts: \\p{L}, \\p{N} and \\s, the
