@@ -289,7 +289,7 @@ class MemmapLoader:
         # counted here, when built, with the place that built it (loaders/rank_settings.py); last, so a
         # construction refused on one rank (and caught) does not shift that rank's count
         self._rank_settings = None if self.world_size == 1 else RankSettings(
-            {"site": build_site(), "datasets": self.plan.order_fields()["datasets"], "split": self.config.split})
+            {"site": build_site(), "datasets": self.plan.dataset_keys(), "split": self.config.split})
 
     def __getstate__(self) -> dict:
         # with persistent workers the DataLoader holds its live worker iterator, which cannot be

@@ -305,11 +305,15 @@ class EpochPlan:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_grouped": None}
 
+    def dataset_keys(self) -> list[str]:
+        """Each source's dataset by its fingerprint's first 16 hex digits (order_fields' "datasets")."""
+        return [s.shards.fingerprint[:16] for s in self.sources]
+
     def order_fields(self) -> dict:
         """What `fingerprint` hashes, field by field (JSON-safe), so a refused resume can name what differs."""
         grouped_batch = self.global_batch if self.cfg.mode == "grouped" and self.cfg.max_tokens is None else None
         rows = GROUPED_ROWS_RULE if self.cfg.mode == "grouped" else None
-        return {"datasets": [s.shards.fingerprint[:16] for s in self.sources], "split": self.cfg.split,
+        return {"datasets": self.dataset_keys(), "split": self.cfg.split,
                 "weights": self.counts.tolist(), **self.cfg.order_inputs(), "grouped_global_batch": grouped_batch,
                 "grouped_rows": rows}
 

@@ -115,3 +115,20 @@ def test_a_refused_construction_is_not_counted(dataset):
     assert rank_settings._BUILT == before
     MemmapLoader(dataset, batch_size=2, seq_len=32, rank=0, world_size=2, cache_dir=False)
     assert rank_settings._BUILT != before  # a loader built is counted
+
+
+def test_building_a_distributed_loader_keys_it_without_the_order_fields(dataset, monkeypatch):
+    """The identity counted at construction (world_size > 1) names the datasets by their fingerprints
+    alone. It took them from plan.order_fields(), whose dataclasses.asdict of the config (a deepcopy per
+    field) doubled the RankSettings cost of a construction (~0.2 ms, 0.3 -> 0.55 ms for a packed loader
+    on the 2-core VM, benchmarks/results/regression_check_cpu2_202611.md). Same key as before."""
+    from loaders import loader as loader_module
+    from loaders.plan import EpochPlan
+
+    made = []
+    monkeypatch.setattr(loader_module, "RankSettings", lambda identity: made.append(identity))
+    loader = MemmapLoader(dataset, batch_size=2, seq_len=32, rank=0, world_size=2, cache_dir=False)
+    assert made == [{"site": made[0]["site"], "datasets": loader.plan.order_fields()["datasets"], "split": "train"}]
+    monkeypatch.setattr(EpochPlan, "order_fields", lambda self: pytest.fail("order_fields at construction"))
+    MemmapLoader(dataset, batch_size=2, seq_len=32, rank=0, world_size=2, cache_dir=False)
+    assert len(made) == 2 and made[1]["datasets"] == made[0]["datasets"]
