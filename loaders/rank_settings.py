@@ -94,16 +94,38 @@ def build_site() -> list[str]:
     directory: two nodes may hold the script under other paths."""
     site, owner, frame = [], _UNSET, sys._getframe(1)
     while frame is not None and len(site) < SITE_DEPTH:
-        name = frame.f_code.co_filename
-        path = os.path.abspath(name)
-        if not name.startswith("<frozen") and os.path.dirname(path) != _PACKAGE_DIR:
-            package = _package_of(path)
-            if package is not None or not path.startswith(_STDLIB_DIRS):
-                owner = package if owner is _UNSET else owner
-                if package == owner:
-                    site.append(f"{os.path.basename(path)}:{frame.f_code.co_name}:{frame.f_lineno}")
+        base, counted, package = _file_kind(frame.f_code.co_filename)
+        if counted:
+            owner = package if owner is _UNSET else owner
+            if package == owner:
+                site.append(f"{base}:{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back
     return site
+
+
+# code file name -> _file_kind's answer, for absolute and frozen names (another, relative or `<string>`,
+# resolves against the working directory, which may change). Why: abspath and the prefix tests per frame
+# were ~20 us of each build of a loader with world_size > 1 (0.24 -> 0.29 ms with the order_fields cost,
+# benchmarks/results/regression_check_cpu2_202611.md)
+_FILE_KINDS: dict[str, tuple[str, bool, str | None]] = {}
+
+
+def _file_kind(name: str) -> tuple[str, bool, str | None]:
+    """(file name without its directory, whether its frames may be part of a build site, its installed
+    package or None) of a frame's code file: frozen modules, this package and the standard library
+    take no part."""
+    kind = _FILE_KINDS.get(name)
+    if kind is None:
+        path = os.path.abspath(name)
+        package = None
+        counted = not name.startswith("<frozen") and os.path.dirname(path) != _PACKAGE_DIR
+        if counted:
+            package = _package_of(path)
+            counted = package is not None or not path.startswith(_STDLIB_DIRS)
+        kind = (os.path.basename(path), counted, package)
+        if os.path.isabs(name) or name.startswith("<frozen"):
+            _FILE_KINDS[name] = kind
+    return kind
 
 
 class RankSettings:
