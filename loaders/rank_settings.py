@@ -104,9 +104,9 @@ def build_site() -> list[str]:
 
 
 # code file name -> _file_kind's answer, for absolute and frozen names (another, relative or `<string>`,
-# resolves against the working directory, which may change). Why: abspath and the prefix tests per frame
-# were ~20 us of each build of a loader with world_size > 1 (0.24 -> 0.29 ms with the order_fields cost,
-# benchmarks/results/regression_check_cpu2_202611.md)
+# resolves against the working directory, which may change). Why: abspath and the prefix tests, per frame
+# walked at each build of a loader with world_size > 1: build_site 9.8 -> 4.9 us from a 4-frame script
+# (timeit), more under a trainer's deeper stack (benchmarks/results/regression_check_cpu2_202611.md)
 _FILE_KINDS: dict[str, tuple[str, bool, str | None]] = {}
 
 
