@@ -136,7 +136,8 @@ def test_building_a_distributed_loader_keys_it_without_the_order_fields(dataset,
 
 def test_the_build_site_resolves_each_code_file_once(monkeypatch):
     """A file's part in build sites is worked out once (abspath, the package and standard-library
-    prefixes): per frame, it was ~20 us of each construction with world_size > 1. The same site."""
+    prefixes): per frame walked, at each construction with world_size > 1 (build_site 9.8 -> 4.9 us from a
+    4-frame script). The same site."""
     sites, resolved, real = [], [], os.path.abspath
     for counting in (False, True):  # one line: both sites name it
         if counting:
