@@ -818,9 +818,13 @@ def _config_tokens(folder: Path | None) -> dict:
     """bos_token/eos_token strings from a tokenizer_config.json beside the tokenizer.json, if any."""
     if folder is None or not (folder / "tokenizer_config.json").is_file():
         return {}
-    try:
-        conf = json.loads((folder / "tokenizer_config.json").read_text())
-    except json.JSONDecodeError:
+    path = folder / "tokenizer_config.json"
+    try:  # utf-8-sig: a BOM'd config was skipped silently, and its eos_token with it (review)
+        conf = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # skipped, a run wrote another boundary id
+        raise PrepError(f"{path}: not valid JSON ({e}); prep reads its bos_token and eos_token: fix the file, "
+                        "or move it out of the tokenizer's folder") from None
+    if not isinstance(conf, dict):
         return {}
     out = {}
     for key in ("bos_token", "eos_token"):
@@ -871,7 +875,13 @@ def _one_token_of(tok, text: str) -> int | None:
     example, was "not a token" of every such tokenizer.json."""
     try:
         ids = tok.encode(text, add_special_tokens=False).ids
-        return ids[0] if len(ids) == 1 and tok.decode(ids, skip_special_tokens=False) == text else None
+        if len(ids) != 1:
+            return None
+        # decoded after a word, not alone: a SentencePiece decoder strips a text's leading space, so
+        # "token" alone came back from "▁token" and every boundary decoded as " token" (review)
+        word = tok.encode("x", add_special_tokens=False).ids
+        same = tok.decode(word + ids, skip_special_tokens=False) == tok.decode(word, skip_special_tokens=False) + text
+        return ids[0] if same else None
     except Exception:  # a Unigram without unk on a character outside its vocabulary: not a token
         return None
 

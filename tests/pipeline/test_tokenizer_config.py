@@ -262,3 +262,40 @@ def test_a_vocab_json_beside_a_tokenizer_json_names_that_file(tmp_path, demo_tok
     with pytest.raises(PrepError, match=r"it is a merges\.txt; the tokenizer\.json beside it is one: tokenizer\.path: "
                                         + str(folder / "tokenizer.json") + r"\)$"):
         load_tokenizer(TokenizerConfig(path=str(folder / "merges.txt")))
+
+
+def test_a_tokenizer_config_with_a_byte_order_mark_gives_its_eos_token(tmp_path, demo_tokenizer):
+    """A BOM'd tokenizer_config.json was skipped as invalid JSON without a word, and its eos_token with it:
+    the dataset's boundary id was another (review). A config that is not JSON is named, not skipped."""
+    import shutil
+
+    from tokenizers import Tokenizer
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    shutil.copy(demo_tokenizer, folder / "tokenizer.json")
+    chosen = Tokenizer.from_file(str(demo_tokenizer)).token_to_id("Ġthe")
+    (folder / "tokenizer_config.json").write_text('\ufeff{"eos_token": "Ġthe"}', encoding="utf-8")
+    assert load_tokenizer(TokenizerConfig(path=str(folder), backend="hf")).eos_id == chosen
+    (folder / "tokenizer_config.json").write_text('{"eos_token": ', encoding="utf-8")
+    with pytest.raises(PrepError, match=r"tokenizer_config.json: not valid JSON .*fix the file, or move it out"):
+        load_tokenizer(TokenizerConfig(path=str(folder), backend="hf"))
+
+
+def test_a_boundary_text_is_no_token_that_decodes_to_it_only_at_a_texts_start(tmp_path):
+    """A SentencePiece decoder strips a text's leading space: `eos_token: "token"` was taken for "▁token",
+    and every document boundary decoded as " token" (review)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(["a token and another token here"] * 50,
+                            trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "</s>"]))
+    # a word the vocabulary holds only with its space mark ("▁another", no "another")
+    word = next(t[1:] for t in sorted(tok.get_vocab()) if t.startswith("▁") and len(t) > 2
+                and tok.token_to_id(t[1:]) is None)
+    assert len(tok.encode(word, add_special_tokens=False).ids) == 1  # "▁word": what the old check took
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    with pytest.raises(PrepError, match=rf"^tokenizer\.eos_token: '{word}' is not a token of "):
+        load_tokenizer(TokenizerConfig(path=str(path), eos_token=word, backend="hf"))
+    assert load_tokenizer(TokenizerConfig(path=str(path), eos_token="</s>", backend="hf")).eos_id == tok.token_to_id("</s>")
