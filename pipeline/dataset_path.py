@@ -12,6 +12,7 @@ here: `pipeline` stays torch-free.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from pipeline.manifest import MANIFEST_NAME
 
 __all__ = ["MANIFEST", "FILE", "FOLDER", "UNFINISHED", "LOST_MANIFEST", "MISSING", "URL", "NotADataset", "not_a_dataset",
-           "unfinished_message", "lost_manifest_message", "url_message", "shards_without_manifest"]
+           "unfinished_message", "lost_manifest_message", "url_message", "shards_without_manifest", "only_dataset_files"]
 
 MANIFEST = "manifest"  # DIR/manifest.json itself
 FILE = "file"  # any other file: a shard (DIR/train/x.bin), a file beside the manifest, or one elsewhere
@@ -84,34 +85,38 @@ def not_a_dataset(root: str | Path) -> NotADataset | None:
     return None
 
 
-_SHARD_FILE = re.compile(r"^shard-\d{6}\.(bin|idx)$")
+# the files a finished run leaves beside manifest.json, relative to the dataset (assemble's shard names)
+_DATASET_FILE = re.compile(r"(?:train|val)/shard-\d{6}\.(?:bin|idx)|rejects\.jsonl")
+
+
+def only_dataset_files(relative: list[str]) -> bool:
+    """Whether files named relative to a dataset's directory ("train/shard-000000.bin") are all a dataset's
+    own, a shard among them: what a finished run without its manifest leaves, locally or at a URL output
+    (pipeline.remote). A lone rejects.jsonl may be anyone's; so may a folder of that name (review)."""
+    return bool(relative) and all(_DATASET_FILE.fullmatch(rel) for rel in relative) \
+        and any(rel.endswith((".bin", ".idx")) for rel in relative)
 
 
 def shards_without_manifest(root: Path) -> Path | None:
     """A shard of a finished run whose manifest.json is gone (deleted, or left behind by a copy), else None.
     A finished run leaves DIR/.prep/lock alone: its plan and journal go with the run; a run still writing
-    (or stopped) keeps them. So: the lock, no plan or journal, and every other entry a split folder of
-    shard files (or rejects.jsonl), one shard at least. Told apart from an unfinished run because the fix
-    differs: re-running the command refuses such a directory as foreign; --overwrite rebuilds it."""
+    (or stopped) keeps them. So: the lock, no plan or journal, and beside .prep only a dataset's files
+    (only_dataset_files). Told apart from an unfinished run because the fix differs: re-running the
+    command refuses such a directory as foreign; --overwrite rebuilds it."""
     state = root / ".prep"
     if not (state / "lock").is_file() or (state / "plan.json").exists() or (state / "journal.jsonl").exists():
         return None
-    shard = None
-    try:
-        for child in root.iterdir():
-            if child.name == "rejects.jsonl" and child.is_file() and not child.is_symlink():
-                continue
-            if child.name == ".prep" and child.is_dir() and not child.is_symlink():
-                continue
-            if not child.is_dir():
-                return None
-            for entry in child.iterdir():
-                if not (_SHARD_FILE.match(entry.name) and entry.is_file()):
-                    return None
-                shard = shard or entry
-    except OSError:
+    relative, unreadable = [], []
+    for folder, dirs, files in os.walk(root, onerror=unreadable.append):
+        if folder == str(root) and ".prep" in dirs:
+            dirs.remove(".prep")
+        # a folder link is not walked: named, it is no dataset file, and keeps the directory foreign
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        inside = Path(folder).relative_to(root)
+        relative += [(inside / name).as_posix() for name in links + files]
+    if unreadable or not only_dataset_files(relative):
         return None
-    return shard
+    return root / next(rel for rel in sorted(relative) if rel.endswith((".bin", ".idx")))
 
 
 def lost_manifest_message(root: str | Path, then: str) -> str:

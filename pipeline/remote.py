@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
+from pipeline.dataset_path import only_dataset_files
 from pipeline.errors import PrepError
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.outdir import foreign_output, reads_deleted_input
@@ -147,9 +147,7 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
     if not foreign:
         return
     holds = f"{len(foreign)} file(s) that prep did not upload from {local}, such as {foreign[0]!r}"
-    # a dataset's names only, a shard among them: a lone rejects.jsonl may be anyone's (review)
-    if not all(_DATASET_FILE.fullmatch(rel) for rel in foreign) or not any(rel.endswith((".bin", ".idx"))
-                                                                           for rel in foreign):
+    if not only_dataset_files(foreign):
         raise foreign_output(url, holds, overwrite, run_state="record of an upload")
     # only a dataset's file names and no manifest: an upload interrupted, its staging directory (and
     # record) deleted since, or another machine's. --overwrite replaces it; recorded as this upload's,
@@ -160,10 +158,6 @@ def _refuse_foreign(fs, root: str, url: str, local: Path, overwrite: bool) -> No
     for rel in foreign:
         log["files"].setdefault(rel, "replaced")
     _save(log_path, log)
-
-
-# the files upload_dataset puts beside manifest.json (assemble's shard names)
-_DATASET_FILE = re.compile(r"(?:train|val)/shard-\d{6}\.(?:bin|idx)|rejects\.jsonl")
 
 
 def _listed(found: list[str], root: str) -> list[str]:
