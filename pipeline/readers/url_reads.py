@@ -43,6 +43,7 @@ import time
 
 from pipeline import signed_urls
 from pipeline.errors import RESUME_FIX, InputUnreachable, PrepError
+from pipeline.readers.members import GZIP_MAGIC, ZSTD_MAGIC
 
 log = logging.getLogger("prep")
 
@@ -171,7 +172,7 @@ def size_of(path: str, fs, p: str, info: dict) -> int:
 
 # the magic bytes of a compression prep decodes by a suffix: an object stored so under a plain name is asked
 # for its Content-Encoding (_encoded_note)
-_MAGIC = {b"\x1f\x8b": ".gz", b"\x28\xb5\x2f\xfd": ".zst"}
+_MAGIC = {GZIP_MAGIC: ".gz", ZSTD_MAGIC: ".zst"}
 
 
 def _encoded_note(path: str, fs, p: str, head: bytes) -> None:
